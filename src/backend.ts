@@ -15,7 +15,9 @@
  *    With `req.wait === false` (a soft tryLock) the backend leaves nothing behind.
  * 2. `waitForChange(lockId, ticket, signal)` resolves when another attempt is worth making:
  *    a notification (pub/sub, watch, NOTIFY) or, at the latest, a bounded fallback poll.
- *    It never busy-loops; it resolves or rejects promptly when `signal` aborts.
+ *    It never busy-loops; it resolves or rejects promptly when `signal` aborts. Its timers
+ *    stay ref'd (a caller awaiting a lock keeps the process alive) and are cleared when it
+ *    settles; only background timers (keep-alives, renewals) are `unref()`'d.
  * 3. `extend(grant, ttlMs)` renews the lease. It rejects with `LockLostError` when the
  *    backend says the lock is not held by this grant any more; with another error
  *    (typically `BackendUnavailableError`) when it could not tell.

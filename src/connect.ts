@@ -19,6 +19,7 @@ type Loader = () => Promise<{ createBackend: BackendFactory }>;
 // One line per engine. The import is what keeps drivers out of users who do not need them.
 const loaders: Readonly<Record<string, Loader>> = {
   'memory:': () => import('./backends/memory/index.js'),
+  'cassandra:': () => import('./backends/cassandra/index.js'),
 };
 
 /** The URL schemes locksmith understands (without the colon). */

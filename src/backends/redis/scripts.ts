@@ -1,0 +1,333 @@
+/**
+ * The Lua scripts of the Redis backend: one script per operation, each atomic on the server.
+ *
+ * Data of one lock (every key carries the same `{hash tag}`, so a Redis Cluster keeps them
+ * in one slot and a script may touch them all):
+ *
+ * | key  | type | content |
+ * |------|------|---------|
+ * | `h`  | hash | holder field → `kind|count|token|expiresAt|lockDelay` (field = ownerId; `ownerId\0token` for a semaphore permit) |
+ * | `x`  | zset | holder field → the server time (ms) until which it blocks others (`expiresAt + lockDelay`) |
+ * | `t`  | string | the last fencing token |
+ * | `q`  | zset | waiter id → arrival number (the queue order) |
+ * | `qx` | zset | waiter id → the server time (ms) at which the entry expires unless its waiter re-attempts |
+ * | `qw` | hash | waiter id → kind letter + `1` (fair) or `0` |
+ * | `qs` | string | the arrival counter |
+ *
+ * All expiry is decided by the server's clock (`TIME`), never the clients': a holder is
+ * alive while its `x` score is in the future. That gives `SET NX PX` semantics to every
+ * kind of lock (mutex, read, write, semaphore permit) and lets one hash carry Redisson's
+ * owner → count reentrancy. The keys themselves get `PEXPIREAT` just after their last
+ * entry, so an abandoned lock leaves nothing behind.
+ *
+ * A fencing token is `max(last + 1, server time in µs)`: strictly increasing while the
+ * counter lives, and still increasing after the counter was lost (restart without
+ * persistence, failover to a replica that missed the last writes) as long as the server
+ * clock did not step back.
+ *
+ * Wake-ups are one `PUBLISH` per state change on the lock's channel. The payload names the
+ * queue head that should re-attempt ('' = everyone): fair waiters act only on their own id,
+ * so one release wakes one fair waiter, not the whole queue.
+ *
+ * Numbers are passed to `redis.call` through `string.format('%.0f')`: Lua 5.1 would print
+ * a µs timestamp as `1.7e+15`.
+ */
+import { createHash } from 'node:crypto';
+
+/** A script with its SHA-1, for EVALSHA. */
+export interface LuaScript {
+  readonly name: string;
+  readonly source: string;
+  readonly sha: string;
+}
+
+function script(name: string, body: string): LuaScript {
+  const source = PRELUDE + body;
+  return { name, source, sha: createHash('sha1').update(source).digest('hex') };
+}
+
+const PRELUDE = `
+local function fmt(n) return string.format('%.0f', n) end
+local function clock()
+  local t = redis.call('TIME')
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
+end
+local function parse(v)
+  local kind, count, token, exp, delay = string.match(v, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)$')
+  return kind, tonumber(count), token, tonumber(exp), tonumber(delay)
+end
+local function pack(kind, count, token, exp, delay)
+  return kind .. '|' .. fmt(count) .. '|' .. token .. '|' .. fmt(exp) .. '|' .. fmt(delay)
+end
+local function purge_holders(h, x, now)
+  local dead = redis.call('ZRANGEBYSCORE', x, '-inf', fmt(now))
+  if #dead > 0 then
+    redis.call('HDEL', h, unpack(dead))
+    redis.call('ZREMRANGEBYSCORE', x, '-inf', fmt(now))
+  end
+end
+local function purge_queue(q, qx, qw, now)
+  local dead = redis.call('ZRANGEBYSCORE', qx, '-inf', fmt(now))
+  if #dead > 0 then
+    redis.call('ZREM', q, unpack(dead))
+    redis.call('HDEL', qw, unpack(dead))
+    redis.call('ZREMRANGEBYSCORE', qx, '-inf', fmt(now))
+  end
+end
+local function touch_holders(h, x, t)
+  local last = redis.call('ZRANGE', x, -1, -1, 'WITHSCORES')
+  if last[2] then
+    local at = tonumber(last[2]) + 1000
+    redis.call('PEXPIREAT', h, fmt(at))
+    redis.call('PEXPIREAT', x, fmt(at))
+    -- The counter outlives the holders so a quick re-acquire continues the sequence.
+    redis.call('PEXPIREAT', t, fmt(at + 600000))
+  end
+end
+local function touch_queue(q, qx, qw, qs)
+  local last = redis.call('ZRANGE', qx, -1, -1, 'WITHSCORES')
+  if last[2] then
+    local at = fmt(tonumber(last[2]) + 1000)
+    redis.call('PEXPIREAT', q, at)
+    redis.call('PEXPIREAT', qx, at)
+    redis.call('PEXPIREAT', qw, at)
+    redis.call('PEXPIREAT', qs, at)
+  end
+end
+local function head(q)
+  return redis.call('ZRANGE', q, 0, 0)[1]
+end
+local function dequeue(q, qx, qw, wid)
+  if wid == '' then return false end
+  local rank = redis.call('ZRANK', q, wid)
+  if not rank then return false end
+  redis.call('ZREM', q, wid)
+  redis.call('ZREM', qx, wid)
+  redis.call('HDEL', qw, wid)
+  return rank
+end
+`;
+
+/**
+ * One acquisition attempt.
+ * KEYS: h x t q qx qw qs.
+ * ARGV: kind letter, permits, ownerId, ttlMs, lockDelayMs, fair, wait, waiterId, waiterTtlMs, channel.
+ * Returns `{1, token, field}` (new hold), `{2, token, field}` (re-entered) or `{0, hintMs}`
+ * (contended; hintMs = time until the earliest holder or queue entry runs out, -1 if none).
+ */
+export const ACQUIRE = script(
+  'acquire',
+  `
+local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local kind, permits, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local ttl, delay = tonumber(ARGV[4]), tonumber(ARGV[5])
+local fair, wait, wid = ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
+local wttl, chan = tonumber(ARGV[9]), ARGV[10]
+local now, now_us = clock()
+purge_holders(h, x, now)
+purge_queue(q, qx, qw, now)
+
+-- Re-entry (Redisson's owner -> count hash): the same owner holding the same kind.
+if kind ~= 's' then
+  local v = redis.call('HGET', h, owner)
+  if v then
+    local hk, count, token, exp, dl = parse(v)
+    if hk == kind and exp > now then
+      redis.call('HSET', h, owner, pack(hk, count + 1, token, exp, dl))
+      dequeue(q, qx, qw, wid)
+      touch_queue(q, qx, qw, qs)
+      return {2, token, owner}
+    end
+  end
+end
+
+-- Can this kind hold together with the current holders?
+local holders = redis.call('HVALS', h)
+local ok
+if kind == 'm' or kind == 'w' then
+  ok = #holders == 0
+else
+  ok = true
+  for _, v in ipairs(holders) do
+    if string.sub(v, 1, 1) ~= kind then ok = false; break end
+  end
+  if ok and kind == 's' and #holders >= permits then ok = false end
+end
+
+-- Does the queue let it through? (Readers never pass a waiting writer, fair or not.)
+local rank = false
+if wid ~= '' then rank = redis.call('ZRANK', q, wid) end
+if ok then
+  local ahead = rank
+  if not ahead then ahead = redis.call('ZCARD', q) end
+  if kind == 'r' then
+    if ahead > 0 then
+      local ids = redis.call('ZRANGE', q, 0, ahead - 1)
+      local kinds = redis.call('HMGET', qw, unpack(ids))
+      for _, k in ipairs(kinds) do
+        if k then
+          local c = string.sub(k, 1, 1)
+          if c == 'm' or c == 'w' then ok = false; break end
+        end
+      end
+    end
+  elseif fair then
+    if kind == 's' then ok = ahead < permits - #holders else ok = ahead == 0 end
+  end
+end
+
+if ok then
+  local last = tonumber(redis.call('GET', t) or '0')
+  local token = last + 1
+  if now_us > token then token = now_us end
+  local tok = fmt(token)
+  redis.call('SET', t, tok)
+  local field = owner
+  if kind == 's' then field = owner .. '\\0' .. tok end
+  redis.call('HSET', h, field, pack(kind, 1, tok, now + ttl, delay))
+  redis.call('ZADD', x, fmt(now + ttl + delay), field)
+  touch_holders(h, x, t)
+  if rank then dequeue(q, qx, qw, wid); touch_queue(q, qx, qw, qs) end
+  -- A shared grant may leave room for the next in line: wake it (it re-checks).
+  if kind == 'r' or kind == 's' then
+    local nxt = head(q)
+    if nxt then redis.call('PUBLISH', chan, nxt) end
+  end
+  return {1, tok, field}
+end
+
+if wait and wid ~= '' then
+  if not rank then
+    redis.call('ZADD', q, redis.call('INCR', qs), wid)
+    local f = '0'
+    if fair then f = '1' end
+    redis.call('HSET', qw, wid, kind .. f)
+  end
+  redis.call('ZADD', qx, fmt(now + wttl), wid)
+  touch_queue(q, qx, qw, qs)
+end
+
+local best = false
+local a = redis.call('ZRANGE', x, 0, 0, 'WITHSCORES')
+if a[2] then best = tonumber(a[2]) end
+local b = redis.call('ZRANGE', qx, 0, 0, 'WITHSCORES')
+if b[2] and b[1] ~= wid then
+  local v = tonumber(b[2])
+  if not best or v < best then best = v end
+end
+if not best then return {0, -1} end
+local hint = best - now
+if hint < 1 then hint = 1 end
+return {0, hint}
+`,
+);
+
+/**
+ * Renew a hold: compare (field, token, not expired) and move its expiry.
+ * KEYS: h x t. ARGV: field, kind letter, token, ttlMs. Returns 1, or 0 when not held.
+ */
+export const EXTEND = script(
+  'extend',
+  `
+local h, x, t = KEYS[1], KEYS[2], KEYS[3]
+local field, kind, token, ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local now = clock()
+local v = redis.call('HGET', h, field)
+if not v then return 0 end
+local hk, count, tok, exp, dl = parse(v)
+if hk ~= kind or tok ~= token or exp <= now then return 0 end
+redis.call('HSET', h, field, pack(hk, count, tok, now + ttl, dl))
+redis.call('ZADD', x, fmt(now + ttl + dl), field)
+touch_holders(h, x, t)
+return 1
+`,
+);
+
+/**
+ * Release one hold (one level of re-entry): compare-and-delete, then wake the queue head.
+ * KEYS: h x t q qx qw. ARGV: field, kind letter, token, channel.
+ * Returns 1 when it was held, 0 when not (expired, taken over, already released).
+ */
+export const RELEASE = script(
+  'release',
+  `
+local h, x, t, q, qx, qw = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local field, kind, token, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local now = clock()
+local v = redis.call('HGET', h, field)
+if not v then return 0 end
+local hk, count, tok, exp, dl = parse(v)
+-- A lease that ran out is not ours any more, even while lockDelay still blocks others.
+if hk ~= kind or tok ~= token or exp <= now then
+  purge_holders(h, x, now)
+  return 0
+end
+if count > 1 then
+  redis.call('HSET', h, field, pack(hk, count - 1, tok, exp, dl))
+  return 1
+end
+redis.call('HDEL', h, field)
+redis.call('ZREM', x, field)
+touch_holders(h, x, t)
+purge_queue(q, qx, qw, now)
+redis.call('PUBLISH', chan, head(q) or '')
+return 1
+`,
+);
+
+/**
+ * Leave the queue. KEYS: q qx qw qs. ARGV: waiterId, channel.
+ * Wakes the new head when the head left, everyone when an exclusive waiter left (readers
+ * behind it may pass now). Returns 1 when the entry existed.
+ */
+export const CANCEL = script(
+  'cancel',
+  `
+local q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local wid, chan = ARGV[1], ARGV[2]
+local info = redis.call('HGET', qw, wid)
+local rank = dequeue(q, qx, qw, wid)
+if not rank then return 0 end
+touch_queue(q, qx, qw, qs)
+local c = ''
+if info then c = string.sub(info, 1, 1) end
+if c == 'm' or c == 'w' then
+  redis.call('PUBLISH', chan, '')
+elseif rank == 0 then
+  local nxt = head(q)
+  if nxt then redis.call('PUBLISH', chan, nxt) end
+end
+return 1
+`,
+);
+
+/**
+ * Read-only view for `inspect`. KEYS: h x t qx.
+ * Returns `{lastToken or '', waiters, field1, value1, blocksUntilMs1 - now, …}` of the live holders
+ * (each value is `kind|count|token|expiresAt|lockDelay`, followed by `expiresAt - now`).
+ */
+export const INSPECT = script(
+  'inspect',
+  `
+local h, x, t, qx = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local now = clock()
+local out = {redis.call('GET', t) or '', redis.call('ZCOUNT', qx, '(' .. fmt(now), '+inf')}
+local all = redis.call('HGETALL', h)
+for i = 1, #all, 2 do
+  local until_ = redis.call('ZSCORE', x, all[i])
+  if until_ and tonumber(until_) > now then
+    local hk, count, tok, exp, dl = parse(all[i + 1])
+    local left = exp - now
+    if left < 0 then left = 0 end
+    table.insert(out, all[i])
+    table.insert(out, hk .. '|' .. fmt(count) .. '|' .. tok)
+    table.insert(out, fmt(left))
+  end
+end
+return out
+`,
+);
+
+/** Every script, for preloading with SCRIPT LOAD. */
+export const ALL_SCRIPTS: readonly LuaScript[] = [ACQUIRE, EXTEND, RELEASE, CANCEL, INSPECT];

@@ -1,0 +1,45 @@
+/**
+ * locksmith — distributed locks with one API over many coordination stores, fencing tokens
+ * on every backend, fair queues, and leases that never fail silently.
+ *
+ * ```ts
+ * import { createLocker } from 'locksmith';
+ * const locker = createLocker('memory://', { ttlMs: 10_000 });
+ * await using lock = await locker.lock('account:42', { timeoutMs: 5_000 });
+ * ```
+ */
+export { createLocker, Locker, type ReadWriteLock, type Semaphore } from './locker.js';
+export { Lock } from './lock.js';
+export { FencedResource, type FencedResourceOptions } from './fencing.js';
+export { DEFAULT_OPTIONS, type LockerOptions, type LockOptions, type TryLockOptions } from './options.js';
+export type { LockerEvents, LockerEventName, LockEventBase } from './events.js';
+export {
+  LocksmithError,
+  InvalidArgumentError,
+  LockTimeoutError,
+  LockLostError,
+  LockNotHeldError,
+  BackendUnavailableError,
+  QuorumError,
+  LockerClosedError,
+  StaleTokenError,
+  UnsupportedError,
+  isLocksmithError,
+  type ErrorCode,
+  type LossReason,
+  type NodeResult,
+} from './errors.js';
+export {
+  MAX_LOCK_ID_BYTES,
+  type Backend,
+  type Capabilities,
+  type AcquireRequest,
+  type AcquireResult,
+  type Grant,
+  type Contended,
+  type Extension,
+  type LockKind,
+  type LockState,
+  type HolderState,
+} from './backend.js';
+export { supportedSchemes, type BackendFactory, type ConnectOptions } from './connect.js';

@@ -1,0 +1,236 @@
+/**
+ * One held lease: renewal timer, conservative validity arithmetic, loss detection.
+ *
+ * Validity is counted from the moment a request was SENT, not from when the answer came
+ * back (seed 003's `σ − (t2 − t1)`): the server started the ttl somewhere after the send,
+ * so `sentAt + ttl` can only be early, never late. From that the drift allowance is taken
+ * away (Redlock's `ttl · driftFactor + 2 ms`). The holder's signal aborts a small guard
+ * before that deadline, so the critical section hears of the loss before any other client
+ * could have been granted the lock.
+ */
+import { performance } from 'node:perf_hooks';
+import type { Backend, Grant } from './backend.js';
+import { BackendUnavailableError, LockLostError, LocksmithError, type LossReason } from './errors.js';
+
+/** Monotonic milliseconds (the clock `validUntil` is expressed in). */
+export const now = (): number => performance.now();
+
+/** What the lease tells its locker. Called synchronously; must not throw. */
+export interface LeaseHooks {
+  onExtended(lease: Lease): void;
+  onLost(lease: Lease, error: LockLostError): void;
+  onEnded(lease: Lease): void;
+}
+
+/** Lease settings fixed at acquisition. */
+export interface LeaseSettings {
+  readonly ttlMs: number;
+  readonly autoExtend: boolean;
+  readonly driftFactor: number;
+}
+
+type LeaseState = 'held' | 'lost' | 'released';
+
+/** Compute the local deadline for a lease of `ttlMs` whose request was sent at `sentAt`. */
+export function validityDeadline(sentAt: number, ttlMs: number, driftFactor: number): number {
+  return sentAt + ttlMs - (ttlMs * driftFactor + 2);
+}
+
+/** How long before `validUntil` the signal aborts: enough to beat a late timer, small against the ttl. */
+export function lossGuardMs(ttlMs: number): number {
+  return Math.min(1_000, Math.max(5, ttlMs * 0.05));
+}
+
+/** @internal One backend grant kept alive for as long as some handle holds it. */
+export class Lease {
+  readonly grant: Grant;
+  readonly acquiredAt = now();
+  readonly #backend: Backend;
+  readonly #settings: LeaseSettings;
+  readonly #hooks: LeaseHooks;
+  readonly #controller = new AbortController();
+  #state: LeaseState = 'held';
+  #validUntil: number;
+  #lastSentAt: number;
+  #refs = 1;
+  #renewTimer: NodeJS.Timeout | undefined;
+  #expiryTimer: NodeJS.Timeout | undefined;
+  #inflight: Promise<void> | undefined;
+  #releasing: Promise<boolean> | undefined;
+
+  constructor(backend: Backend, grant: Grant, sentAt: number, settings: LeaseSettings, hooks: LeaseHooks) {
+    this.#backend = backend;
+    this.grant = grant;
+    this.#settings = settings;
+    this.#hooks = hooks;
+    this.#lastSentAt = sentAt;
+    this.#validUntil = validityDeadline(sentAt, grant.ttlMs, settings.driftFactor);
+  }
+
+  /** Arm the timers. Separate from the constructor so the locker can first check validity. */
+  start(): void {
+    this.#armExpiry();
+    this.#armRenewal();
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+  get validUntil(): number {
+    return this.#validUntil;
+  }
+  get state(): LeaseState {
+    return this.#state;
+  }
+  /** True while held and before the abort deadline. */
+  get valid(): boolean {
+    return this.#state === 'held' && now() < this.#abortAt();
+  }
+
+  /** A reentrant handle takes another reference. */
+  retain(): void {
+    this.#refs += 1;
+  }
+
+  /** Drop one reference; the last one releases on the backend. */
+  async unref(): Promise<void> {
+    this.#refs -= 1;
+    if (this.#refs <= 0) await this.release();
+  }
+
+  #abortAt(): number {
+    return this.#validUntil - lossGuardMs(this.grant.ttlMs);
+  }
+
+  #renewEveryMs(): number {
+    return Math.max(1, Math.min(this.#settings.ttlMs, this.grant.ttlMs) / 3);
+  }
+
+  #armExpiry(): void {
+    clearTimeout(this.#expiryTimer);
+    const delay = Math.max(0, this.#abortAt() - now());
+    this.#expiryTimer = setTimeout(() => this.lose('expired'), delay);
+    this.#expiryTimer.unref();
+  }
+
+  #armRenewal(delay = this.#lastSentAt + this.#renewEveryMs() - now()): void {
+    if (!this.#settings.autoExtend || this.#state !== 'held') return;
+    clearTimeout(this.#renewTimer);
+    this.#renewTimer = setTimeout(() => void this.#autoRenew(), Math.max(0, delay));
+    this.#renewTimer.unref();
+  }
+
+  async #autoRenew(): Promise<void> {
+    if (this.#state !== 'held') return;
+    // A process paused past its deadline must not renew as if nothing happened.
+    if (now() >= this.#abortAt()) {
+      this.lose('expired');
+      return;
+    }
+    try {
+      await this.#renew(this.#settings.ttlMs);
+    } catch (err) {
+      if (this.#state !== 'held') return;
+      // Transient failure: keep trying while validity lasts; the expiry timer ends it.
+      const retry = Math.max(10, Math.min(this.#renewEveryMs() / 3, 1_000));
+      this.#armRenewal(retry);
+      void err;
+    }
+  }
+
+  /** One renewal; serialised so renewals never overlap. */
+  #renew(ttlMs: number): Promise<void> {
+    const run = async (): Promise<void> => {
+      const sentAt = now();
+      try {
+        const ext = await this.#backend.extend(this.grant, ttlMs);
+        if (this.#state !== 'held') return;
+        this.#lastSentAt = sentAt;
+        this.#validUntil = validityDeadline(sentAt, ext.ttlMs, this.#settings.driftFactor);
+        this.#armExpiry();
+        this.#armRenewal();
+        this.#hooks.onExtended(this);
+      } catch (err) {
+        if (err instanceof LockLostError) {
+          this.lose(err.reason, err);
+          throw this.#lossError ?? err;
+        }
+        throw err instanceof LocksmithError
+          ? err
+          : new BackendUnavailableError(this.#backend.name, `extending lock '${this.grant.lockId}' failed`, { cause: err });
+      }
+    };
+    const previous = this.#inflight ?? Promise.resolve();
+    const p = previous.catch(() => undefined).then(run);
+    const tracked = p.finally(() => {
+      if (this.#inflight === tracked) this.#inflight = undefined;
+    });
+    this.#inflight = tracked;
+    tracked.catch(() => undefined);
+    return p;
+  }
+
+  /** A user-requested extension: rejects with the loss error when lost. */
+  async extend(ttlMs: number): Promise<void> {
+    if (this.#state === 'lost') throw this.#lossError ?? new LockLostError(this.grant.lockId, 'not-held');
+    await this.#renew(ttlMs);
+    // The renewal may have discovered the loss (state changes under the await).
+    if ((this.state as LeaseState) === 'lost') throw this.#lossError ?? new LockLostError(this.grant.lockId, 'not-held');
+  }
+
+  #lossError: LockLostError | undefined;
+
+  /** Mark the lease lost (idempotent): stop timers, abort the signal, tell the locker. */
+  lose(reason: LossReason, cause?: unknown): void {
+    if (this.#state !== 'held') return;
+    this.#state = 'lost';
+    this.#clearTimers();
+    const error = new LockLostError(this.grant.lockId, reason, {
+      cause,
+      context: { ownerId: this.grant.ownerId, token: this.grant.token, backend: this.#backend.name },
+    });
+    this.#lossError = error;
+    this.#controller.abort(error);
+    this.#hooks.onLost(this, error);
+    this.#hooks.onEnded(this);
+  }
+
+  /**
+   * Release on the backend (idempotent; the same promise for every caller). An in-flight
+   * renewal is awaited first, so it cannot re-create the lease after the release. A lease
+   * that already expired is not an error: the backend answers false and nothing is thrown.
+   */
+  release(): Promise<boolean> {
+    if (this.#releasing) return this.#releasing;
+    const wasHeld = this.#state === 'held';
+    this.#state = 'released';
+    this.#clearTimers();
+    if (wasHeld) this.#hooks.onEnded(this);
+    this.#releasing = (async () => {
+      await this.#inflight?.catch(() => undefined);
+      try {
+        return await this.#backend.release(this.grant);
+      } catch (err) {
+        throw err instanceof LocksmithError
+          ? err
+          : new BackendUnavailableError(this.#backend.name, `releasing lock '${this.grant.lockId}' failed; it expires after its ttl`, {
+              cause: err,
+            });
+      }
+    })();
+    return this.#releasing;
+  }
+
+  /** Stop all timers without touching the backend (a simulated crash). */
+  abandon(): void {
+    this.#state = 'released';
+    this.#clearTimers();
+  }
+
+  #clearTimers(): void {
+    clearTimeout(this.#renewTimer);
+    clearTimeout(this.#expiryTimer);
+    this.#renewTimer = undefined;
+    this.#expiryTimer = undefined;
+  }
+}

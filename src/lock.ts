@@ -1,0 +1,91 @@
+/**
+ * The handle a holder gets from `lock()`, `tryLock()`, `read()`, `write()`, `acquire()`.
+ */
+import type { LockKind } from './backend.js';
+import { LockNotHeldError } from './errors.js';
+import type { Lease } from './lease.js';
+import { validateDuration } from './options.js';
+
+/**
+ * A held lock. Use it with `await using` (or call `release()`):
+ *
+ * ```ts
+ * await using lock = await locker.lock('account:42');
+ * await resource.write(lock.token, value);
+ * ```
+ */
+export class Lock implements AsyncDisposable {
+  /** The lock's name. */
+  readonly lockId: string;
+  /** Unique id of this holder (the seed's ThreadId), or the explicit `owner`. */
+  readonly ownerId: string;
+  /** Fencing token: strictly increasing per lockId across all clients. Pass it to the resource. */
+  readonly token: bigint;
+  /** `mutex`, `read`, `write` or `semaphore`. */
+  readonly kind: LockKind;
+  /** True when this handle re-entered a hold (nested withLock, same explicit owner). */
+  readonly reentered: boolean;
+  readonly #lease: Lease;
+  readonly #onRelease: (lock: Lock) => Promise<void>;
+  #released = false;
+
+  /** @internal Created by the Locker only. */
+  constructor(lease: Lease, reentered: boolean, onRelease: (lock: Lock) => Promise<void>) {
+    this.#lease = lease;
+    this.lockId = lease.grant.lockId;
+    this.ownerId = lease.grant.ownerId;
+    this.token = lease.grant.token;
+    this.kind = lease.grant.kind;
+    this.reentered = reentered;
+    this.#onRelease = onRelease;
+  }
+
+  /**
+   * Aborted — with a `LockLostError` as `reason` — as soon as exclusivity can no longer be
+   * guaranteed: before `validUntil`, when a renewal is refused, or when the backend reports
+   * the loss. Pass it to the work done under the lock.
+   */
+  get signal(): AbortSignal {
+    return this.#lease.signal;
+  }
+
+  /** Local monotonic deadline (`performance.now()` ms) up to which exclusivity is guaranteed. */
+  get validUntil(): number {
+    return this.#lease.validUntil;
+  }
+
+  /** True while this handle is not released and the lease is valid. */
+  get held(): boolean {
+    return !this.#released && this.#lease.valid;
+  }
+
+  /**
+   * Renew the lease now (by `ttlMs`, default the acquisition's ttl). Rejects with
+   * `LockLostError` when the lock was lost, `LockNotHeldError` after `release()`.
+   */
+  async extend(ttlMs?: number): Promise<void> {
+    if (this.#released) throw new LockNotHeldError(this.lockId, `lock '${this.lockId}' was released by this handle`);
+    const ttl = ttlMs === undefined ? this.#lease.grant.ttlMs : validateDuration(ttlMs, 'ttlMs');
+    await this.#lease.extend(ttl);
+  }
+
+  /**
+   * Give the lock up. Idempotent; never throws for a lease that already expired. A
+   * re-entered handle only drops its count; the outermost release frees the lock.
+   */
+  async release(): Promise<void> {
+    if (this.#released) return;
+    this.#released = true;
+    await this.#onRelease(this);
+  }
+
+  /** `await using` calls `release()`. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.release();
+  }
+
+  /** @internal */
+  get lease(): Lease {
+    return this.#lease;
+  }
+}
