@@ -1,0 +1,100 @@
+/**
+ * The ATM scenario of SPEC §1 / seed 000: an account holds 200, several ATMs withdraw 150
+ * at the same moment. Without a lock each ATM sees enough money and the balance goes
+ * negative; with `locker.lock` exactly one withdrawal succeeds, fenced by its token.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createLocker } from '../locker.js';
+import { FencedResource } from '../fencing.js';
+
+/** Outcome of one run of the scenario. */
+export interface DemoOutcome {
+  readonly finalBalance: number;
+  readonly withdrawals: number;
+  readonly refusals: number;
+  /** Fencing tokens of the successful withdrawals (empty without a lock). */
+  readonly tokens: readonly bigint[];
+}
+
+/** Options of {@link runDemo}. */
+export interface DemoOptions {
+  readonly atms?: number;
+  readonly initial?: number;
+  readonly amount?: number;
+  /** Backend URL for the locked run (default: the embedded `memory://`). */
+  readonly backend?: string;
+  readonly write?: (line: string) => void;
+}
+
+/** Simulated round trip to the bank's database: the window in which races happen. */
+const DB_LATENCY_MS = 20;
+
+async function withoutLock(atms: number, initial: number, amount: number): Promise<DemoOutcome> {
+  let balance = initial;
+  let withdrawals = 0;
+  let refusals = 0;
+  await Promise.all(
+    Array.from({ length: atms }, async () => {
+      const seen = balance;
+      await sleep(DB_LATENCY_MS);
+      if (seen >= amount) {
+        // The debit itself is atomic (UPDATE … SET balance = balance - 150); the check was not.
+        balance -= amount;
+        withdrawals += 1;
+      } else {
+        refusals += 1;
+      }
+    }),
+  );
+  return { finalBalance: balance, withdrawals, refusals, tokens: [] };
+}
+
+async function withLock(atms: number, initial: number, amount: number, backend: string): Promise<DemoOutcome> {
+  const account = new FencedResource(initial);
+  const tokens: bigint[] = [];
+  let refusals = 0;
+  // One locker per ATM: each models a separate machine.
+  const lockers = Array.from({ length: atms }, () => createLocker(backend, { ttlMs: 5_000 }));
+  try {
+    await Promise.all(
+      lockers.map((locker) =>
+        locker.withLock('account:42', async (lock) => {
+          const seen = account.read(lock.token);
+          await sleep(DB_LATENCY_MS);
+          if (seen >= amount) {
+            account.write(lock.token, seen - amount);
+            tokens.push(lock.token);
+          } else {
+            refusals += 1;
+          }
+        }),
+      ),
+    );
+  } finally {
+    await Promise.all(lockers.map((l) => l.close()));
+  }
+  return { finalBalance: account.peek(), withdrawals: tokens.length, refusals, tokens };
+}
+
+/** Run the scenario without and with a lock and print both outcomes. */
+export async function runDemo(options: DemoOptions = {}): Promise<{ unlocked: DemoOutcome; locked: DemoOutcome }> {
+  const atms = options.atms ?? 4;
+  const initial = options.initial ?? 200;
+  const amount = options.amount ?? 150;
+  const backend = options.backend ?? 'memory://demo';
+  const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
+
+  write(`ATM demo: the account holds ${initial}; ${atms} ATMs withdraw ${amount} at the same moment.`);
+  write('');
+  const unlocked = await withoutLock(atms, initial, amount);
+  write('Without a lock:');
+  write(`  withdrawals paid out: ${unlocked.withdrawals}, refused: ${unlocked.refusals}`);
+  write(`  final balance: ${unlocked.finalBalance}${unlocked.finalBalance < 0 ? '   <-- NEGATIVE: every ATM saw 200 and paid' : ''}`);
+  write('');
+  const locked = await withLock(atms, initial, amount, backend);
+  write(`With locker.lock('account:42') on ${backend}:`);
+  write(`  withdrawals paid out: ${locked.withdrawals}, refused: ${locked.refusals}`);
+  write(`  final balance: ${locked.finalBalance}${locked.finalBalance >= 0 ? '   <-- never negative' : '   <-- NEGATIVE (a bug!)'}`);
+  write(`  fencing tokens of the successful withdrawals: ${locked.tokens.map(String).join(', ') || '(none)'}`);
+  return { unlocked, locked };
+}

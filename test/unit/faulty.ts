@@ -1,0 +1,64 @@
+/**
+ * A fault-injecting decorator over the memory backend, for the core's unit tests: it delays
+ * or fails chosen operations. It is not a mock of an engine (engines are tested for real);
+ * it exercises the core's reaction to a backend that is slow or unreachable.
+ */
+import type { AcquireRequest, AcquireResult, Backend, Extension, Grant, LockState } from '../../src/backend.js';
+import { MemoryBackend } from '../../src/backends/memory/index.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export class FaultyBackend implements Backend {
+  readonly name = 'faulty';
+  readonly inner: MemoryBackend;
+  /** Throw this from extend() while set. */
+  extendError: Error | undefined;
+  extendDelayMs = 0;
+  acquireDelayMs = 0;
+  acquireError: Error | undefined;
+  extendCalls = 0;
+  concurrentExtends = 0;
+  maxConcurrentExtends = 0;
+  readonly log: string[] = [];
+
+  constructor(table: string) {
+    this.inner = new MemoryBackend(table);
+  }
+  get capabilities() {
+    return this.inner.capabilities;
+  }
+  async tryAcquire(req: AcquireRequest): Promise<AcquireResult> {
+    if (this.acquireDelayMs) await sleep(this.acquireDelayMs);
+    if (this.acquireError) throw this.acquireError;
+    return this.inner.tryAcquire(req);
+  }
+  waitForChange(lockId: string, ticket: unknown, signal: AbortSignal): Promise<void> {
+    return this.inner.waitForChange(lockId, ticket, signal);
+  }
+  cancel(req: AcquireRequest, ticket: unknown): Promise<void> {
+    return this.inner.cancel(req, ticket);
+  }
+  async extend(grant: Grant, ttlMs: number): Promise<Extension> {
+    this.extendCalls += 1;
+    this.concurrentExtends += 1;
+    this.maxConcurrentExtends = Math.max(this.maxConcurrentExtends, this.concurrentExtends);
+    try {
+      if (this.extendDelayMs) await sleep(this.extendDelayMs);
+      if (this.extendError) throw this.extendError;
+      const r = await this.inner.extend(grant, ttlMs);
+      this.log.push('extend');
+      return r;
+    } finally {
+      this.concurrentExtends -= 1;
+    }
+  }
+  async release(grant: Grant): Promise<boolean> {
+    this.log.push('release');
+    return this.inner.release(grant);
+  }
+  inspect(lockId: string): Promise<LockState> {
+    return this.inner.inspect(lockId);
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}

@@ -1,0 +1,96 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { randomBytes } from 'node:crypto';
+import { createLocker, LockLostError, type Lock } from '../../src/index.js';
+import { lossGuardMs, validityDeadline } from '../../src/lease.js';
+import { FaultyBackend } from './faulty.js';
+
+const table = (): string => `unit-${randomBytes(4).toString('hex')}`;
+
+const lostReason = (lock: Lock): Promise<unknown> =>
+  new Promise((resolve) => {
+    const keepAlive = setInterval(() => undefined, 1_000);
+    lock.signal.addEventListener(
+      'abort',
+      () => {
+        clearInterval(keepAlive);
+        resolve(lock.signal.reason);
+      },
+      { once: true },
+    );
+  });
+
+test('validity is counted from the send time minus the drift allowance', () => {
+  assert.equal(validityDeadline(1_000, 10_000, 0.01), 1_000 + 10_000 - (100 + 2));
+  assert.equal(validityDeadline(0, 300, 0), 298);
+  assert.ok(lossGuardMs(300) >= 5 && lossGuardMs(300) < 300);
+  assert.equal(lossGuardMs(1_000_000), 1_000);
+});
+
+test('an unreachable backend during renewal: the signal aborts (expired) before validUntil', async () => {
+  const backend = new FaultyBackend(table());
+  const locker = createLocker(backend, { ttlMs: 300 });
+  const lock = await locker.lock('a');
+  backend.extendError = new Error('connection refused');
+  const validUntil = lock.validUntil;
+  const reason = await lostReason(lock);
+  assert.ok(performance.now() <= validUntil + 0.001 || reason instanceof LockLostError);
+  assert.ok(reason instanceof LockLostError);
+  assert.equal(reason.reason, 'expired');
+  assert.ok(backend.extendCalls >= 2, 'renewal was retried while validity lasted');
+  await locker.close();
+});
+
+test('a renewal refused by the backend (not held) aborts the signal at once with reason not-held', async () => {
+  const tbl = table();
+  const backend = new FaultyBackend(tbl);
+  const locker = createLocker(backend, { ttlMs: 60_000 });
+  const lock = await locker.lock('b');
+  // Another client force-takes the lock by releasing ours on the shared table.
+  await backend.inner.release({ lockId: 'b', kind: 'mutex', ownerId: lock.ownerId, token: lock.token, ttlMs: 1, reentered: false });
+  await assert.rejects(lock.extend(), (e) => e instanceof LockLostError && e.reason === 'not-held');
+  assert.ok(lock.signal.aborted);
+  await locker.close();
+});
+
+test('renewals never overlap and an in-flight renewal is awaited before release', async () => {
+  const backend = new FaultyBackend(table());
+  const locker = createLocker(backend, { ttlMs: 600 });
+  const lock = await locker.lock('c');
+  backend.extendDelayMs = 150;
+  const manual = Promise.all([lock.extend(), lock.extend(), lock.extend()]);
+  await sleep(10);
+  await lock.release();
+  await manual.catch(() => undefined);
+  assert.equal(backend.maxConcurrentExtends, 1);
+  assert.equal(backend.log.at(-1), 'release', 'release came after the in-flight renewals');
+  await locker.close();
+});
+
+test('a renewal timer never throws: failures only end in a loss event', async () => {
+  const backend = new FaultyBackend(table());
+  const locker = createLocker(backend, { ttlMs: 200 });
+  const events: string[] = [];
+  locker.on('lost', (e) => events.push(e.error.reason));
+  const lock = await locker.lock('d');
+  backend.extendError = Object.assign(new Error('boom'), { code: 'ECONNRESET' });
+  await lostReason(lock);
+  assert.deepEqual(events, ['expired']);
+  await locker.close();
+});
+
+test('a process paused past validity does not renew as if nothing happened', async () => {
+  const backend = new FaultyBackend(table());
+  const locker = createLocker(backend, { ttlMs: 150 });
+  const lock = await locker.lock('e');
+  // Block the event loop past the lease, as a GC pause or SIGSTOP would.
+  const until = performance.now() + 300;
+  while (performance.now() < until) {
+    /* busy on purpose */
+  }
+  const reason = await lostReason(lock);
+  assert.ok(reason instanceof LockLostError);
+  assert.equal(reason.reason, 'expired');
+  await locker.close();
+});

@@ -1,0 +1,108 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { randomBytes } from 'node:crypto';
+import {
+  BackendUnavailableError,
+  createLocker,
+  InvalidArgumentError,
+  isLocksmithError,
+  LocksmithError,
+  UnsupportedError,
+  type Backend,
+} from '../../src/index.js';
+import { MemoryBackend } from '../../src/backends/memory/index.js';
+import { FaultyBackend } from './faulty.js';
+
+const table = (): string => `unit-${randomBytes(4).toString('hex')}`;
+
+test('errors have a stable code, a name and a cause', async () => {
+  const backend = new FaultyBackend(table());
+  const cause = new Error('ECONNREFUSED');
+  backend.acquireError = cause;
+  const locker = createLocker(backend);
+  const err = await locker.lock('x').catch((e: unknown) => e);
+  assert.ok(err instanceof BackendUnavailableError);
+  assert.equal(err.code, 'BACKEND_UNAVAILABLE');
+  assert.equal(err.name, 'BackendUnavailableError');
+  assert.equal(err.cause, cause);
+  assert.ok(isLocksmithError(err, 'BACKEND_UNAVAILABLE'));
+  await locker.close();
+});
+
+test('a grant that arrives after the caller aborted is handed back at once', async () => {
+  const tbl = table();
+  const backend = new FaultyBackend(tbl);
+  backend.acquireDelayMs = 100;
+  const locker = createLocker(backend);
+  const ctl = new AbortController();
+  const p = locker.lock('late', { signal: ctl.signal });
+  await sleep(20);
+  ctl.abort(new Error('gone'));
+  await assert.rejects(p, /gone/);
+  await sleep(150);
+  const state = await new MemoryBackend(tbl).inspect('late');
+  assert.equal(state.holders.length, 0, 'no orphaned hold');
+  await locker.close();
+});
+
+test('a throwing event listener does not break locking', async () => {
+  const locker = createLocker(`memory://${table()}`);
+  const warnings: string[] = [];
+  const onWarning = (w: Error): void => {
+    warnings.push(w.message);
+  };
+  process.on('warning', onWarning);
+  locker.on('acquired', () => {
+    throw new Error('listener bug');
+  });
+  const lock = await locker.lock('l');
+  await lock.release();
+  await sleep(10);
+  process.off('warning', onWarning);
+  assert.ok(warnings.some((w) => w.includes('listener bug')));
+  await locker.close();
+});
+
+test('options a backend cannot honour are refused with UnsupportedError', async () => {
+  const inner = new MemoryBackend(table());
+  const limited: Backend = Object.assign(Object.create(inner) as MemoryBackend, {
+    capabilities: { fair: false, shared: false, permits: false, notify: true, lockDelay: false, reentrant: false },
+  });
+  const locker = createLocker(limited);
+  await assert.rejects(locker.lock('u', { fair: true }), UnsupportedError);
+  await assert.rejects(locker.readWriteLock('u').read(), UnsupportedError);
+  await assert.rejects(locker.semaphore('u', { permits: 2 }).acquire(), UnsupportedError);
+  await assert.rejects(locker.lock('u', { lockDelayMs: 100 }), (e) => e instanceof LocksmithError && e.code === 'UNSUPPORTED');
+  await locker.close();
+});
+
+test('createLocker validates its options and its backend argument', () => {
+  assert.throws(() => createLocker('memory://', { driftFactor: 0.9 }), (e) => e instanceof InvalidArgumentError && e.argument === 'driftFactor');
+  assert.throws(() => createLocker('memory://', { autoExtend: 'yes' as unknown as boolean }), InvalidArgumentError);
+  assert.throws(() => createLocker(42 as unknown as string), InvalidArgumentError);
+  assert.throws(() => createLocker('memory://', null as unknown as object), InvalidArgumentError);
+});
+
+test('LOCKSMITH_BACKEND is the default backend URL', async () => {
+  const previous = process.env.LOCKSMITH_BACKEND;
+  process.env.LOCKSMITH_BACKEND = 'memory://from-env';
+  try {
+    const locker = createLocker();
+    const lock = await locker.lock('env');
+    const state = await new MemoryBackend('from-env').inspect('env');
+    assert.equal(state.holders[0]?.token, lock.token);
+    await locker.close();
+    process.env.LOCKSMITH_BACKEND = 'nonsense';
+    assert.throws(() => createLocker(), InvalidArgumentError);
+  } finally {
+    if (previous === undefined) delete process.env.LOCKSMITH_BACKEND;
+    else process.env.LOCKSMITH_BACKEND = previous;
+  }
+});
+
+test('close() is idempotent and a closed locker refuses inspect()', async () => {
+  const locker = createLocker(`memory://${table()}`);
+  await Promise.all([locker.close(), locker.close()]);
+  await assert.rejects(locker.inspect('x'), (e) => e instanceof LocksmithError && e.code === 'LOCKER_CLOSED');
+});
