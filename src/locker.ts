@@ -287,6 +287,9 @@ export class Locker extends TypedEmitter {
     const onClose = forward(this.#closeController.signal);
     if (s.signal && onUserAbort) s.signal.addEventListener('abort', onUserAbort, { once: true });
     this.#closeController.signal.addEventListener('abort', onClose, { once: true });
+    // Either may have fired while the backend was connecting; a listener added now would never run.
+    if (this.#closeController.signal.aborted) attempt.abort(this.#closeController.signal.reason);
+    else if (s.signal?.aborted) attempt.abort(s.signal.reason);
     // Ref'd on purpose: a caller awaiting a lock keeps the process alive; cleared when the wait ends.
     const timer = mode.timeoutMs === undefined ? undefined : setTimeout(() => attempt.abort(TIMEOUT), mode.timeoutMs);
 

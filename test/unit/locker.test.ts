@@ -106,3 +106,36 @@ test('close() is idempotent and a closed locker refuses inspect()', async () => 
   await Promise.all([locker.close(), locker.close()]);
   await assert.rejects(locker.inspect('x'), (e) => e instanceof LocksmithError && e.code === 'LOCKER_CLOSED');
 });
+
+test('close() and aborts during a slow backend connection end the waiting calls', async () => {
+  let resolveBackend: (b: Backend) => void = () => undefined;
+  const slow = new Promise<Backend>((r) => {
+    resolveBackend = r;
+  });
+  const inner = new MemoryBackend(table());
+  // A backend whose first operation waits for the "connection".
+  const gated: Backend = {
+    name: 'gated',
+    capabilities: inner.capabilities,
+    tryAcquire: async (req) => (await slow).tryAcquire(req),
+    waitForChange: (id, t, s) => inner.waitForChange(id, t, s),
+    cancel: (r, t) => inner.cancel(r, t),
+    extend: (g, t) => inner.extend(g, t),
+    release: (g) => inner.release(g),
+    inspect: (id) => inner.inspect(id),
+    close: () => inner.close(),
+  };
+  const locker = createLocker(gated);
+  const ctl = new AbortController();
+  const reason = new Error('caller left');
+  const aborted = locker.lock('g', { signal: ctl.signal });
+  const closed = locker.lock('g2');
+  ctl.abort(reason);
+  const closing = locker.close();
+  resolveBackend(inner);
+  await assert.rejects(aborted, (e) => e === reason || (e instanceof LocksmithError && e.code === 'LOCKER_CLOSED'));
+  await assert.rejects(closed, (e) => e instanceof LocksmithError && e.code === 'LOCKER_CLOSED');
+  await closing;
+  const state = await inner.inspect('g2');
+  assert.equal(state.holders.length, 0, 'nothing acquired after close');
+});
