@@ -12,7 +12,7 @@ import type { FenceMode } from '../test/faults/fenced-store.js';
 const modes: FenceMode[] = ['none', 'writes', 'reads-and-writes'];
 const engines: { name: string; start: () => Promise<RunningServer>; ttlMs: number }[] = [
   { name: 'redis', start: () => startRedis(), ttlMs: 200 },
-  { name: 'zookeeper', start: () => startZooKeeper({ nodes: 1 }), ttlMs: 2_000 },
+  { name: 'zookeeper', start: () => startZooKeeper({ nodes: 1 }), ttlMs: 1_000 },
 ];
 const only = process.argv[2];
 console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, node ${process.version}`);

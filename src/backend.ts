@@ -142,6 +142,12 @@ export interface Backend {
   inspect(lockId: string): Promise<LockState>;
   /** Close connections. Leases not released expire on the server by their ttl. */
   close(): Promise<void>;
+  /**
+   * Optional, for crash simulation (`abandon()` in `locksmith/testing`): drop connections
+   * WITHOUT the clean-up a graceful close does (a ZooKeeper close deletes ephemeral nodes at
+   * once; a crash leaves them until the session expires). Defaults to `close()`.
+   */
+  abandon?(): Promise<void>;
 }
 
 /** Upper bound on a lockId's UTF-8 length; every backend accepts at least this much. */

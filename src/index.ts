@@ -43,4 +43,4 @@ export {
   type LockState,
   type HolderState,
 } from './backend.js';
-export { supportedSchemes, type BackendFactory, type ConnectOptions } from './connect.js';
+export { supportedSchemes, hostList, type HostPort, type BackendFactory, type ConnectOptions } from './connect.js';

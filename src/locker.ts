@@ -194,7 +194,7 @@ export class Locker extends TypedEmitter {
     this.#leases.clear();
     this.#byOwner.clear();
     const backend = this.#backend ? await this.#backend.catch(() => undefined) : undefined;
-    await backend?.close().catch(() => undefined);
+    await (backend?.abandon ? backend.abandon() : backend?.close())?.catch(() => undefined);
   }
 
   #assertOpen(): void {

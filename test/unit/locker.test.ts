@@ -139,3 +139,25 @@ test('close() and aborts during a slow backend connection end the waiting calls'
   const state = await inner.inspect('g2');
   assert.equal(state.holders.length, 0, 'nothing acquired after close');
 });
+
+test('backend URLs with a host list and ports parse, and hostList() reads them back', async () => {
+  const { parseBackendUrl, hostList } = await import('../../src/connect.js');
+  const zk = parseBackendUrl('zookeeper://10.0.0.1:2181,10.0.0.2:2182,zk3/locks/app?sessionTimeoutMs=6000');
+  assert.deepEqual(hostList(zk, 2181), [
+    { host: '10.0.0.1', port: 2181 },
+    { host: '10.0.0.2', port: 2182 },
+    { host: 'zk3', port: 2181 },
+  ]);
+  assert.equal(zk.pathname, '/locks/app');
+  assert.equal(zk.searchParams.get('sessionTimeoutMs'), '6000');
+  const cass = parseBackendUrl('cassandra://c1,c2:9043/ks');
+  // Each host keeps its own port; one without a port gets the default.
+  assert.deepEqual(hostList(cass, 9042), [
+    { host: 'c1', port: 9042 },
+    { host: 'c2', port: 9043 },
+  ]);
+  const redis = parseBackendUrl('redis://user:pw@127.0.0.1:6380/2');
+  assert.deepEqual(hostList(redis, 6379), [{ host: '127.0.0.1', port: 6380 }]);
+  assert.throws(() => hostList(parseBackendUrl('zookeeper://a:1,:2/x'), 2181), InvalidArgumentError);
+  assert.throws(() => hostList(parseBackendUrl('zookeeper://a:1,b:99999/x'), 2181), InvalidArgumentError);
+});

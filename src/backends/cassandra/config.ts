@@ -109,7 +109,7 @@ export function parseCassandraUrl(url: URL): CassandraSettings {
     // ≥ 2: the safety check looks one shard back, which needs a holder's shard to be at
     // most one behind the current one (see fair.ts).
     shardSize: intParam(q, 'shardSize', 1000, 2, 1_000_000),
-    pollMs: intParam(q, 'pollMs', 25, 1, 10_000),
+    pollMs: intParam(q, 'pollMs', 10, 1, 10_000),
     timeRefreshMs: intParam(q, 'timeRefreshMs', 500, 10, 60_000),
   };
 }

@@ -20,6 +20,7 @@
  * See docs/backends/cassandra.md for the argument and the failure modes.
  */
 import cassandra from 'cassandra-driver';
+import type { policies as DriverPolicies, types as DriverTypes } from 'cassandra-driver';
 import { performance } from 'node:perf_hooks';
 import type {
   AcquireRequest,
@@ -41,7 +42,7 @@ export { TimeService, systemMicroClock, type MicroClock } from './time-service.j
 
 const { Client, types } = cassandra;
 type CassandraClient = InstanceType<typeof Client>;
-type Row = InstanceType<typeof types.Row>;
+type Row = DriverTypes.Row;
 
 /** Options beyond the URL (for tests, benchmarks and embedding). */
 export interface CassandraBackendOptions extends ConnectOptions {
@@ -57,6 +58,8 @@ interface FairTicket {
   /** Monotonic ms of the last (re)write of the queue cell, to rewrite it before it expires. */
   writtenAt: number;
   ttlSec: number;
+  /** Entries ahead of ours at the last look (capped): waiters further back poll less often. */
+  ahead: number;
 }
 
 /** What a shadow-algorithm attempt learned, to choose the seed's backoff. */
@@ -69,7 +72,10 @@ interface ShadowTicket {
 /** Backend-private part of a grant. */
 interface GrantData {
   readonly algorithm: 'fair' | 'shadow';
+  /** The shard of our main cell. */
   readonly shard: bigint;
+  /** The shard of our queue entry: one behind `shard` when the queue rotated while we waited. */
+  readonly queueShard: bigint;
   /** The queue entry (fair only). */
   readonly entry: string;
 }
@@ -78,6 +84,41 @@ interface GrantData {
 const SHADOW_SHARD = -1n;
 /** Bounded retries of listing 7's step 4–10 loop (the head of a tryLock race waiting for the main row to empty). */
 const TRY_LOCK_HEAD_RETRIES = 20;
+/**
+ * Lock reads are tiny and on the critical path of every renewal: when a replica dies, the
+ * coordinator must not wait for it until the failure detector convicts it (seconds, longer
+ * than a short lease has), so it asks another replica after a fixed 20 ms instead of the
+ * default latency percentile.
+ */
+const TABLE_OPTIONS = "WITH speculative_retry = '20ms' AND additional_write_policy = '20ms'";
+/** Attempts of one statement when a node just died under it (see {@link retryable}). */
+const RETRY_ATTEMPTS = 4;
+
+const codes = types.responseErrorCodes;
+/** Server answers that say "not now" rather than "never": worth another try for an idempotent statement. */
+const TRANSIENT_CODES: ReadonlySet<number> = new Set([
+  codes.unavailableException,
+  codes.overloaded,
+  codes.isBootstrapping,
+  codes.writeTimeout,
+  codes.readTimeout,
+  codes.writeFailure,
+]);
+
+/**
+ * Right after a node dies the driver can fail a statement without sending it (no usable
+ * connection, even while preparing it): safe to repeat for any statement, an LWT included.
+ * A statement that may have reached the server is repeated only when it is idempotent.
+ */
+function retryable(err: unknown, idempotent: boolean): boolean {
+  if (err instanceof cassandra.errors.NoHostAvailableError) return true;
+  if (err instanceof Error && err.message === 'No connection available') return true;
+  if (!idempotent) return false;
+  if (err instanceof cassandra.errors.ResponseError) return TRANSIENT_CODES.has(err.code);
+  return err instanceof cassandra.errors.DriverError && !(err instanceof cassandra.errors.ArgumentError);
+}
+/** Queue entries counted ahead of a waiter per shard; beyond this the poll interval stops growing. */
+const AHEAD_LIMIT = 8;
 /** Bounded retries of the token CAS (it only loses to a holder whose lease has run out). */
 const TOKEN_CAS_RETRIES = 5;
 
@@ -152,6 +193,7 @@ const schemaDone = new Map<string, Promise<void>>();
 export class CassandraBackend implements Backend {
   readonly name = 'cassandra';
   readonly capabilities: Capabilities;
+  /** What the URL said (hosts, keyspace, algorithm, consistency, tuning). */
   readonly settings: CassandraSettings;
   readonly #client: CassandraClient;
   readonly #time: TimeService;
@@ -200,7 +242,7 @@ export class CassandraBackend implements Backend {
       policies: {
         // Server-side write timestamps: lock cells must not depend on the clients' clocks
         // (a skewed client's delete could otherwise shadow a later write of the same cell).
-        timestampGeneration: null as unknown as InstanceType<typeof cassandra.policies.timestampGeneration.TimestampGenerator>,
+        timestampGeneration: null as unknown as DriverPolicies.timestampGeneration.TimestampGenerator,
       },
     });
     // The driver logs through events only; without a listener nothing is printed or thrown.
@@ -258,21 +300,20 @@ export class CassandraBackend implements Backend {
     const ddl = [
       `CREATE KEYSPACE IF NOT EXISTS ${ks} WITH replication = {'class': 'SimpleStrategy', 'replication_factor': ${this.settings.replication}}`,
       // The queue: one partition per (lock, shard), entries sorted by time then owner.
-      `CREATE TABLE IF NOT EXISTS ${ks}.lock_queue (lock_id text, shard bigint, entry text, PRIMARY KEY ((lock_id, shard), entry))`,
+      `CREATE TABLE IF NOT EXISTS ${ks}.lock_queue (lock_id text, shard bigint, entry text, PRIMARY KEY ((lock_id, shard), entry)) ${TABLE_OPTIONS}`,
       // The main row: who holds (fair: one partition per shard; shadow: shard -1).
-      `CREATE TABLE IF NOT EXISTS ${ks}.lock_main (lock_id text, shard bigint, owner text, PRIMARY KEY ((lock_id, shard), owner))`,
+      `CREATE TABLE IF NOT EXISTS ${ks}.lock_main (lock_id text, shard bigint, owner text, PRIMARY KEY ((lock_id, shard), owner)) ${TABLE_OPTIONS}`,
       // The fencing counter, moved only by lightweight transactions; its value also names the shard.
-      `CREATE TABLE IF NOT EXISTS ${ks}.lock_token (lock_id text PRIMARY KEY, token bigint)`,
+      `CREATE TABLE IF NOT EXISTS ${ks}.lock_token (lock_id text PRIMARY KEY, fence bigint) ${TABLE_OPTIONS}`,
       // The shadow table of the old algorithm (§4).
-      `CREATE TABLE IF NOT EXISTS ${ks}.lock_shadow (lock_id text, owner text, PRIMARY KEY (lock_id, owner))`,
+      `CREATE TABLE IF NOT EXISTS ${ks}.lock_shadow (lock_id text, owner text, PRIMARY KEY (lock_id, owner)) ${TABLE_OPTIONS}`,
       // The time service's max-register.
-      `CREATE TABLE IF NOT EXISTS ${ks}.time_service (id text PRIMARY KEY, t bigint)`,
+      `CREATE TABLE IF NOT EXISTS ${ks}.time_service (id text PRIMARY KEY, t bigint) ${TABLE_OPTIONS}`,
     ];
     for (const q of ddl) {
       await this.#client.execute(q, [], { consistency: types.consistencies.all });
     }
-    // Schema changes must reach every node before the first QUORUM statement uses them.
-    await this.#client.metadata.checkSchemaAgreement();
+    // The driver waits for schema agreement after each DDL statement (maxSchemaAgreementWaitSeconds).
   }
 
   // ---------------------------------------------------------------- plumbing
@@ -284,16 +325,25 @@ export class CassandraBackend implements Backend {
     });
   }
 
-  async #exec(query: string, params: unknown[], serial = false): Promise<InstanceType<typeof types.ResultSet>> {
+  async #exec(query: string, params: unknown[], serial = false): Promise<DriverTypes.ResultSet> {
     if (this.#closed) throw new BackendUnavailableError('cassandra', 'the cassandra backend is closed');
-    try {
-      return await this.#client.execute(query, params, {
-        prepare: true,
-        consistency: this.#cl,
-        ...(serial ? { serialConsistency: this.#serial } : {}),
-      });
-    } catch (err) {
-      throw this.#wrap(err, 'query');
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#client.execute(query, params, {
+          prepare: true,
+          consistency: this.#cl,
+          // Plain reads, inserts with TTL and deletes of our own cells can be repeated safely,
+          // so the driver may retry them on another node when one dies mid-request; an LWT not.
+          isIdempotent: !serial,
+          ...(serial ? { serialConsistency: this.#serial } : {}),
+        });
+      } catch (err) {
+        if (attempt < RETRY_ATTEMPTS && !this.#closed && retryable(err, !serial)) {
+          await sleep(50 * attempt);
+          continue;
+        }
+        throw this.#wrap(err, 'query');
+      }
     }
   }
 
@@ -302,23 +352,22 @@ export class CassandraBackend implements Backend {
   }
 
   async #readToken(lockId: string): Promise<bigint> {
-    const r = await this.#exec(`SELECT token FROM ${this.#ks}.lock_token WHERE lock_id = ?`, [lockId]);
-    return big(r.first(), 'token') ?? 0n;
+    const r = await this.#exec(`SELECT fence FROM ${this.#ks}.lock_token WHERE lock_id = ?`, [lockId]);
+    return big(r.first(), 'fence') ?? 0n;
   }
 
   #shardOf(token: bigint): bigint {
     return token / BigInt(this.settings.shardSize);
   }
 
-  /** The first entry of the queue over the previous and the current shard. */
-  async #queueHead(lockId: string, shard: bigint): Promise<string | undefined> {
-    const q = `SELECT entry FROM ${this.#ks}.lock_queue WHERE lock_id = ? AND shard = ? LIMIT 1`;
-    const [prev, cur] = await Promise.all([this.#exec(q, [lockId, shard - 1n]), this.#exec(q, [lockId, shard])]);
-    const a = str(prev.first(), 'entry');
-    const b = str(cur.first(), 'entry');
-    if (a === undefined) return b;
-    if (b === undefined) return a;
-    return a < b ? a : b;
+  /**
+   * How many queue entries sort before `entry` over the previous and the current shard
+   * (counted up to {@link AHEAD_LIMIT} per shard). 0 means we are the head of the queue.
+   */
+  async #aheadOf(lockId: string, shard: bigint, entry: string): Promise<number> {
+    const q = `SELECT entry FROM ${this.#ks}.lock_queue WHERE lock_id = ? AND shard = ? AND entry < ? LIMIT ${AHEAD_LIMIT}`;
+    const [prev, cur] = await Promise.all([this.#exec(q, [lockId, shard - 1n, entry]), this.#exec(q, [lockId, shard, entry])]);
+    return prev.rowLength + cur.rowLength;
   }
 
   async #mainOwners(lockId: string, shard: bigint, limit: number): Promise<string[]> {
@@ -326,7 +375,7 @@ export class CassandraBackend implements Backend {
       lockId,
       shard,
     ]);
-    return r.rows.map((row) => str(row, 'owner')).filter((o): o is string => o !== undefined);
+    return r.rows.map((row: Row) => str(row, 'owner')).filter((o: string | undefined): o is string => o !== undefined);
   }
 
   async #hasMainCell(lockId: string, shard: bigint, owner: string): Promise<boolean> {
@@ -362,22 +411,25 @@ export class CassandraBackend implements Backend {
   }
 
   /**
-   * The fencing token: compare-and-set the per-lock counter from the value just read to
-   * value + 1 (one Paxos round; `IF NOT EXISTS` for the very first grant). Only a holder
-   * calls this, so the CAS loses only to a holder whose lease already ran out; then the
-   * current value returned by the failed CAS is used for the next try.
+   * The fencing token: compare-and-set the per-lock counter from `seen` to `seen + 1` (one
+   * Paxos round; `IF NOT EXISTS` for the very first grant). A failed CAS returns the current
+   * value; `accept` decides whether to go on from it (the fair lock refuses when the value
+   * names another shard: a grant happened since it read the counter). Resolves undefined
+   * when refused.
    */
-  async #takeToken(lockId: string, seen: bigint): Promise<bigint> {
+  async #takeToken(lockId: string, seen: bigint, accept: (current: bigint) => boolean): Promise<bigint | undefined> {
     let expected = seen;
     for (let i = 0; i < TOKEN_CAS_RETRIES; i++) {
       const next = expected + 1n;
       const r =
         expected === 0n
-          ? await this.#exec(`INSERT INTO ${this.#ks}.lock_token (lock_id, token) VALUES (?, ?) IF NOT EXISTS`, [lockId, next], true)
-          : await this.#exec(`UPDATE ${this.#ks}.lock_token SET token = ? WHERE lock_id = ? IF token = ?`, [next, lockId, expected], true);
+          ? await this.#exec(`INSERT INTO ${this.#ks}.lock_token (lock_id, fence) VALUES (?, ?) IF NOT EXISTS`, [lockId, next], true)
+          : await this.#exec(`UPDATE ${this.#ks}.lock_token SET fence = ? WHERE lock_id = ? IF fence = ?`, [next, lockId, expected], true);
       const row = r.first();
       if (row?.get('[applied]') === true) return next;
-      expected = big(row, 'token') ?? expected;
+      const current = big(row, 'fence');
+      if (current === undefined || !accept(current)) return undefined;
+      expected = current;
     }
     throw new BackendUnavailableError('cassandra', `could not take a fencing token for '${lockId}' (contended CAS)`);
   }
@@ -394,7 +446,7 @@ export class CassandraBackend implements Backend {
     if (!ticket) {
       const entry = queueEntry(this.#time.now(), req.ownerId);
       await this.#writeQueue(req.lockId, shard, entry, ttlSec);
-      return { algorithm: 'fair', shard, entry, writtenAt: performance.now(), ttlSec };
+      return { algorithm: 'fair', shard, entry, writtenAt: performance.now(), ttlSec, ahead: 0 };
     }
     if (ticket.shard < shard - 1n) {
       // The queue rotated past us: move the entry (same name, so the same place in line).
@@ -415,25 +467,32 @@ export class CassandraBackend implements Backend {
    * Listing 6 steps 3–8 for the head of the queue: write into the main row, hold only if it
    * then has exactly one cell (ours). Two more checks make shard rotation safe: the previous
    * shard's main row must be empty (a holder from before the rotation), and the counter
-   * must still name our shard (no grant happened in between). Returns the token, or
-   * undefined after removing our main cell again.
+   * must still name our shard when we take the token (the CAS is linearizable, so a grant
+   * that rotated the shard after we read the counter makes it fail).
+   *
+   * The token CAS runs in parallel with the main-row reads (both only need our main cell to
+   * be written first): one round trip less per hand-off. When the reads then say "not
+   * alone", that token is simply never used — tokens stay unique and increasing, with a
+   * gap. Returns the token, or undefined after removing our main cell again.
    */
-  async #enterMain(req: AcquireRequest, shard: bigint, ttlSec: number): Promise<bigint | undefined> {
+  async #enterMain(req: AcquireRequest, shard: bigint, seenToken: bigint, ttlSec: number): Promise<bigint | undefined> {
     const { lockId, ownerId } = req;
     await this.#writeMain(lockId, shard, ownerId, ttlSec);
-    const [cur, prev] = await Promise.all([this.#mainOwners(lockId, shard, 2), this.#mainOwners(lockId, shard - 1n, 1)]);
-    if (cur.length === 1 && cur[0] === ownerId && prev.length === 0) {
-      // Read after the main-row check: a grant that rotated the shard meanwhile is seen here.
-      const token = await this.#readToken(lockId);
-      if (this.#shardOf(token) === shard) {
-        try {
-          return await this.#takeToken(lockId, token);
-        } catch (err) {
-          await this.#deleteMain(lockId, shard, ownerId).catch(() => undefined);
-          throw err;
-        }
-      }
+    let token: bigint | undefined;
+    let alone: boolean;
+    try {
+      const [cur, prev, taken] = await Promise.all([
+        this.#mainOwners(lockId, shard, 2),
+        this.#mainOwners(lockId, shard - 1n, 1),
+        this.#takeToken(lockId, seenToken, (current) => this.#shardOf(current) === shard),
+      ]);
+      alone = cur.length === 1 && cur[0] === ownerId && prev.length === 0;
+      token = taken;
+    } catch (err) {
+      await this.#deleteMain(lockId, shard, ownerId).catch(() => undefined);
+      throw err;
     }
+    if (alone && token !== undefined) return token;
     await this.#deleteMain(lockId, shard, ownerId);
     return undefined;
   }
@@ -445,38 +504,51 @@ export class CassandraBackend implements Backend {
 
     const previous = isFairTicket(req.ticket) ? req.ticket : undefined;
     // One round trip for the counter and (when we already queue) our place in line.
-    const [token, headGuess] = await Promise.all([
+    const [token, aheadGuess] = await Promise.all([
       this.#readToken(lockId),
-      previous ? this.#queueHead(lockId, previous.shard) : Promise.resolve(undefined),
+      previous ? this.#aheadOf(lockId, previous.shard, previous.entry) : Promise.resolve(-1),
     ]);
     const shard = this.#shardOf(token);
     const ticket = await this.#enqueue(req, shard, previous);
     // The guess read the right partitions only if the shard did not move since the last poll.
-    const head = previous && previous.shard === shard && ticket.shard === shard ? headGuess : await this.#queueHead(lockId, shard);
-    if (head !== ticket.entry) {
+    ticket.ahead =
+      previous && previous.shard === shard && ticket.shard === shard && aheadGuess >= 0
+        ? aheadGuess
+        : await this.#aheadOf(lockId, shard, ticket.entry);
+    if (ticket.ahead > 0) {
       return { granted: false, contended: { ticket } };
     }
-    const got = await this.#enterMain(req, shard, ttlSec);
+    const got = await this.#enterMain(req, shard, token, ttlSec);
     if (got === undefined) return { granted: false, contended: { ticket } };
-    const data: GrantData = { algorithm: 'fair', shard, entry: ticket.entry };
+    const data: GrantData = { algorithm: 'fair', shard, queueShard: ticket.shard, entry: ticket.entry };
     return { granted: true, grant: { lockId, kind: req.kind, ownerId, token: got, ttlMs: req.ttlMs, reentered: false, data } };
   }
 
   /** Listing 7 (tryGetLock): never leaves a queue entry behind when it fails. */
   async #fairTryOnce(req: AcquireRequest, ttlSec: number): Promise<AcquireResult> {
     const { lockId, ownerId } = req;
-    const shard = this.#shardOf(await this.#readToken(lockId));
+    let token = await this.#readToken(lockId);
+    let shard = this.#shardOf(token);
     const [cur, prev] = await Promise.all([this.#mainOwners(lockId, shard, 1), this.#mainOwners(lockId, shard - 1n, 1)]);
     if (cur.length > 0 || prev.length > 0) return { granted: false, contended: {} };
     const entry = queueEntry(this.#time.now(), ownerId);
     await this.#writeQueue(lockId, shard, entry, ttlSec);
     try {
       for (let i = 0; i < TRY_LOCK_HEAD_RETRIES; i++) {
-        const head = await this.#queueHead(lockId, shard);
-        if (head !== entry) break;
-        const got = await this.#enterMain(req, shard, ttlSec);
+        if (i > 0) {
+          // A failed round may have taken a token (and so rotated the shard): follow it.
+          token = await this.#readToken(lockId);
+          const now = this.#shardOf(token);
+          if (now !== shard) {
+            await this.#writeQueue(lockId, now, entry, ttlSec);
+            await this.#deleteQueue(lockId, shard, entry);
+            shard = now;
+          }
+        }
+        if ((await this.#aheadOf(lockId, shard, entry)) > 0) break;
+        const got = await this.#enterMain(req, shard, token, ttlSec);
         if (got !== undefined) {
-          const data: GrantData = { algorithm: 'fair', shard, entry };
+          const data: GrantData = { algorithm: 'fair', shard, queueShard: shard, entry };
           return { granted: true, grant: { lockId, kind: req.kind, ownerId, token: got, ttlMs: req.ttlMs, reentered: false, data } };
         }
         // Theorem 3: the head keeps trying while the others, not first, leave the main row.
@@ -515,12 +587,14 @@ export class CassandraBackend implements Backend {
           await deleteShadow();
           let token: bigint;
           try {
-            token = await this.#takeToken(lockId, await this.#readToken(lockId));
+            const taken = await this.#takeToken(lockId, await this.#readToken(lockId), () => true);
+            if (taken === undefined) throw new BackendUnavailableError('cassandra', 'fencing counter vanished');
+            token = taken;
           } catch (err) {
             await this.#deleteMain(lockId, SHADOW_SHARD, ownerId).catch(() => undefined);
             throw err;
           }
-          const data: GrantData = { algorithm: 'shadow', shard: SHADOW_SHARD, entry: '' };
+          const data: GrantData = { algorithm: 'shadow', shard: SHADOW_SHARD, queueShard: SHADOW_SHARD, entry: '' };
           return { granted: true, grant: { lockId, kind: req.kind, ownerId, token, ttlMs: req.ttlMs, reentered: false, data } };
         }
       }
@@ -544,18 +618,19 @@ export class CassandraBackend implements Backend {
   }
 
   /**
-   * Cassandra cannot notify, so this is a short jittered sleep: for the fair lock around
-   * `pollMs` (only the head of the queue then touches the main row), for the shadow lock
-   * the seed's backoffs (listing 4: 0–1000 ms when another owner holds it, 0–50·attempt ms
-   * after a concurrent attempt).
+   * Cassandra cannot notify, so this is a short jittered sleep. Fair lock: around `pollMs`
+   * for the waiter next in line, proportionally longer for those further back (up to
+   * {@link AHEAD_LIMIT}×), so a long queue does not flood the cluster with reads; only the
+   * head ever touches the main row. Shadow lock: the seed's backoffs (listing 4: 0–1000 ms
+   * when another owner holds it, 0–50·attempt ms after a concurrent attempt).
    */
   waitForChange(_lockId: string, ticket: unknown, signal: AbortSignal): Promise<void> {
     let ms: number;
     if (isShadowTicket(ticket)) {
       ms = ticket.outcome === 'AnotherThreadIsOwner' ? Math.random() * 1000 : Math.random() * 50 * ticket.attempt;
     } else {
-      const base = this.settings.pollMs;
-      ms = base / 2 + Math.random() * base;
+      const position = isFairTicket(ticket) ? Math.min(Math.max(ticket.ahead, 1), AHEAD_LIMIT) : 1;
+      ms = this.settings.pollMs * position * (0.5 + Math.random());
     }
     return sleep(Math.max(1, ms), signal);
   }
@@ -585,7 +660,7 @@ export class CassandraBackend implements Backend {
       const ttlSec = cellTtlSeconds(ttlMs);
       await Promise.all([
         this.#writeMain(grant.lockId, data.shard, grant.ownerId, ttlSec),
-        data.algorithm === 'fair' ? this.#writeQueue(grant.lockId, data.shard, data.entry, ttlSec) : Promise.resolve(),
+        data.algorithm === 'fair' ? this.#writeQueue(grant.lockId, data.queueShard, data.entry, ttlSec) : Promise.resolve(),
       ]);
       return { ttlMs };
     } catch (err) {
@@ -601,7 +676,7 @@ export class CassandraBackend implements Backend {
       // Both cells are named by us alone, so deleting them never touches a later holder.
       await Promise.all([
         this.#deleteMain(grant.lockId, data.shard, grant.ownerId),
-        data.algorithm === 'fair' ? this.#deleteQueue(grant.lockId, data.shard, data.entry) : Promise.resolve(),
+        data.algorithm === 'fair' ? this.#deleteQueue(grant.lockId, data.queueShard, data.entry) : Promise.resolve(),
       ]);
       return held;
     } catch (err) {
@@ -621,7 +696,9 @@ export class CassandraBackend implements Backend {
         this.#exec(`SELECT entry FROM ${this.#ks}.lock_queue WHERE lock_id = ? AND shard = ? LIMIT 1000`, [lockId, shard]),
       ]);
       const owners = [...prev, ...cur, ...legacy];
-      // The holder's token is the counter's value: only a holder moves it.
+      // The counter's value is the holder's token, except after a head that lost a main-row
+      // race took one in parallel (then it is larger): keeping the token in the main cell
+      // would cost a write per acquisition for the sake of `status` alone.
       const holders: HolderState[] = owners.map((ownerId) => ({ ownerId, kind: 'mutex', token, count: 1 }));
       const holding = new Set(owners);
       const queued = [...q1.rows, ...q2.rows]
@@ -641,11 +718,6 @@ export class CassandraBackend implements Backend {
       await this.#client.shutdown().catch(() => undefined);
     })();
     return this.#closing;
-  }
-
-  /** For tests (`abandon`): drop the connection without releasing anything. */
-  async dropConnections(): Promise<void> {
-    await this.close();
   }
 }
 

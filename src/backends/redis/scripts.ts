@@ -25,9 +25,14 @@
  * persistence, failover to a replica that missed the last writes) as long as the server
  * clock did not step back.
  *
- * Wake-ups are one `PUBLISH` per state change on the lock's channel. The payload names the
- * queue head that should re-attempt ('' = everyone): fair waiters act only on their own id,
- * so one release wakes one fair waiter, not the whole queue.
+ * Wake-ups: every client subscribes once to its own inbox channel (`<prefix>w:<client id>`),
+ * and a waiter id is `<client id>.<n>`. A state change that lets the queue head go
+ * publishes the head's id to the head's client only: one release wakes one waiter in one
+ * process, never the queue (no herd, not even a fan-out of messages). When the head is a
+ * fair mutex/write waiter and the lock is free, the release grants it on the spot and the
+ * payload `g|waiterId|token|serverNowMs` carries the grant: the waiter holds without another
+ * round trip. A handed-off hold remembers the waiter id, so the waiter's own attempt racing the
+ * message claims it (not a re-entry) and a cancel gives it back.
  *
  * Numbers are passed to `redis.call` through `string.format('%.0f')`: Lua 5.1 would print
  * a µs timestamp as `1.7e+15`.
@@ -54,11 +59,17 @@ local function clock()
   return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 local function parse(v)
-  local kind, count, token, exp, delay = string.match(v, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)$')
-  return kind, tonumber(count), token, tonumber(exp), tonumber(delay)
+  local kind, count, token, exp, delay, wid = string.match(v, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
+  return kind, tonumber(count), token, tonumber(exp), tonumber(delay), wid
 end
-local function pack(kind, count, token, exp, delay)
-  return kind .. '|' .. fmt(count) .. '|' .. token .. '|' .. fmt(exp) .. '|' .. fmt(delay)
+local function pack(kind, count, token, exp, delay, wid)
+  return kind .. '|' .. fmt(count) .. '|' .. token .. '|' .. fmt(exp) .. '|' .. fmt(delay) .. '|' .. wid
+end
+local function next_token(t, now_us)
+  local last = tonumber(redis.call('GET', t) or '0')
+  local token = last + 1
+  if now_us > token then token = now_us end
+  return fmt(token)
 end
 local function purge_holders(h, x, now)
   local dead = redis.call('ZRANGEBYSCORE', x, '-inf', fmt(now))
@@ -98,6 +109,10 @@ end
 local function head(q)
   return redis.call('ZRANGE', q, 0, 0)[1]
 end
+-- A waiter id is '<client inbox id>.<n>': the message goes to that client's inbox only.
+local function notify(inbox, wid, payload)
+  redis.call('PUBLISH', inbox .. string.match(wid, '^([^.]*)'), payload)
+end
 local function dequeue(q, qx, qw, wid)
   if wid == '' then return false end
   local rank = redis.call('ZRANK', q, wid)
@@ -107,14 +122,51 @@ local function dequeue(q, qx, qw, wid)
   redis.call('HDEL', qw, wid)
   return rank
 end
+-- Remove one hold entirely.
+local function drop(h, x, t, field)
+  if redis.call('HLEN', h) == 1 then
+    redis.call('DEL', h, x)
+  else
+    redis.call('HDEL', h, field)
+    redis.call('ZREM', x, field)
+    touch_holders(h, x, t)
+  end
+end
+-- After a hold ended: hand the lock straight to a fair exclusive head waiter when nobody
+-- else holds (its grant travels in the message: no extra round trip), else wake the head.
+-- Every waiter has a queue entry: no queue, nobody to wake.
+local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
+  if redis.call('EXISTS', q) == 0 then return end
+  purge_queue(q, qx, qw, now)
+  local nxt = head(q)
+  if not nxt then return end
+  local info = redis.call('HGET', qw, nxt)
+  if info and redis.call('EXISTS', h) == 0 then
+    local k, f, ttl, delay, owner = string.match(info, '^(%a)(%d)|(%d+)|(%d+)|(.*)$')
+    if f == '1' and (k == 'm' or k == 'w') then
+      ttl, delay = tonumber(ttl), tonumber(delay)
+      local tok = next_token(t, now_us)
+      redis.call('SET', t, tok)
+      redis.call('HSET', h, owner, pack(k, 1, tok, now + ttl, delay, nxt))
+      redis.call('ZADD', x, fmt(now + ttl + delay), owner)
+      touch_holders(h, x, t)
+      dequeue(q, qx, qw, nxt)
+      touch_queue(q, qx, qw, qs)
+      notify(inbox, nxt, 'g|' .. nxt .. '|' .. tok .. '|' .. fmt(now))
+      return
+    end
+  end
+  notify(inbox, nxt, nxt)
+end
 `;
 
 /**
  * One acquisition attempt.
  * KEYS: h x t q qx qw qs.
- * ARGV: kind letter, permits, ownerId, ttlMs, lockDelayMs, fair, wait, waiterId, waiterTtlMs, channel.
- * Returns `{1, token, field}` (new hold), `{2, token, field}` (re-entered) or `{0, hintMs}`
- * (contended; hintMs = time until the earliest holder or queue entry runs out, -1 if none).
+ * ARGV: kind letter, permits, ownerId, ttlMs, lockDelayMs, fair, wait, waiterId, waiterTtlMs, inbox prefix.
+ * Returns `{1, token, field}` (new hold), `{2, token, field}` (re-entered) or
+ * `{0, hintMs, serverNowMs}` (contended; hintMs = time until the earliest holder or queue
+ * entry runs out, -1 if none).
  */
 export const ACQUIRE = script(
   'acquire',
@@ -123,8 +175,38 @@ local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS
 local kind, permits, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local ttl, delay = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fair, wait, wid = ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
-local wttl, chan = tonumber(ARGV[9]), ARGV[10]
+local wttl, inbox = tonumber(ARGV[9]), ARGV[10]
 local now, now_us = clock()
+
+-- A new hold with the next fencing token.
+local function grant(rank)
+  local tok = next_token(t, now_us)
+  local field = owner
+  if kind == 's' then field = owner .. '\\0' .. tok end
+  redis.call('HSET', h, field, pack(kind, 1, tok, now + ttl, delay, ''))
+  redis.call('ZADD', x, fmt(now + ttl + delay), field)
+  if rank == nil then
+    -- Sole holder and no queue: the keys expire with this hold (the SET NX PX case).
+    local at = now + ttl + delay + 1000
+    redis.call('SET', t, tok, 'PXAT', fmt(at + 600000))
+    redis.call('PEXPIREAT', h, fmt(at))
+    redis.call('PEXPIREAT', x, fmt(at))
+    return {1, tok, field}
+  end
+  redis.call('SET', t, tok)
+  touch_holders(h, x, t)
+  if rank then dequeue(q, qx, qw, wid); touch_queue(q, qx, qw, qs) end
+  -- A shared grant may leave room for the next in line: wake it (it re-checks).
+  if kind == 'r' or kind == 's' then
+    local nxt = head(q)
+    if nxt then notify(inbox, nxt, nxt) end
+  end
+  return {1, tok, field}
+end
+
+-- Fast path: nobody holds and nobody waits.
+if redis.call('EXISTS', h, q) == 0 then return grant(nil) end
+
 purge_holders(h, x, now)
 purge_queue(q, qx, qw, now)
 
@@ -132,9 +214,11 @@ purge_queue(q, qx, qw, now)
 if kind ~= 's' then
   local v = redis.call('HGET', h, owner)
   if v then
-    local hk, count, token, exp, dl = parse(v)
+    local hk, count, token, exp, dl, hw = parse(v)
     if hk == kind and exp > now then
-      redis.call('HSET', h, owner, pack(hk, count + 1, token, exp, dl))
+      -- Handed to this very acquisition by a release whose message it has not seen yet.
+      if wid ~= '' and hw == wid then return {1, token, owner} end
+      redis.call('HSET', h, owner, pack(hk, count + 1, token, exp, dl, hw))
       dequeue(q, qx, qw, wid)
       touch_queue(q, qx, qw, qs)
       return {2, token, owner}
@@ -177,32 +261,14 @@ if ok then
   end
 end
 
-if ok then
-  local last = tonumber(redis.call('GET', t) or '0')
-  local token = last + 1
-  if now_us > token then token = now_us end
-  local tok = fmt(token)
-  redis.call('SET', t, tok)
-  local field = owner
-  if kind == 's' then field = owner .. '\\0' .. tok end
-  redis.call('HSET', h, field, pack(kind, 1, tok, now + ttl, delay))
-  redis.call('ZADD', x, fmt(now + ttl + delay), field)
-  touch_holders(h, x, t)
-  if rank then dequeue(q, qx, qw, wid); touch_queue(q, qx, qw, qs) end
-  -- A shared grant may leave room for the next in line: wake it (it re-checks).
-  if kind == 'r' or kind == 's' then
-    local nxt = head(q)
-    if nxt then redis.call('PUBLISH', chan, nxt) end
-  end
-  return {1, tok, field}
-end
+if ok then return grant(rank) end
 
 if wait and wid ~= '' then
   if not rank then
     redis.call('ZADD', q, redis.call('INCR', qs), wid)
     local f = '0'
     if fair then f = '1' end
-    redis.call('HSET', qw, wid, kind .. f)
+    redis.call('HSET', qw, wid, kind .. f .. '|' .. fmt(ttl) .. '|' .. fmt(delay) .. '|' .. owner)
   end
   redis.call('ZADD', qx, fmt(now + wttl), wid)
   touch_queue(q, qx, qw, qs)
@@ -216,10 +282,10 @@ if b[2] and b[1] ~= wid then
   local v = tonumber(b[2])
   if not best or v < best then best = v end
 end
-if not best then return {0, -1} end
+if not best then return {0, -1, fmt(now)} end
 local hint = best - now
 if hint < 1 then hint = 1 end
-return {0, hint}
+return {0, hint, fmt(now)}
 `,
 );
 
@@ -235,9 +301,9 @@ local field, kind, token, ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local now = clock()
 local v = redis.call('HGET', h, field)
 if not v then return 0 end
-local hk, count, tok, exp, dl = parse(v)
+local hk, count, tok, exp, dl, hw = parse(v)
 if hk ~= kind or tok ~= token or exp <= now then return 0 end
-redis.call('HSET', h, field, pack(hk, count, tok, now + ttl, dl))
+redis.call('HSET', h, field, pack(hk, count, tok, now + ttl, dl, hw))
 redis.call('ZADD', x, fmt(now + ttl + dl), field)
 touch_holders(h, x, t)
 return 1
@@ -245,58 +311,68 @@ return 1
 );
 
 /**
- * Release one hold (one level of re-entry): compare-and-delete, then wake the queue head.
- * KEYS: h x t q qx qw. ARGV: field, kind letter, token, channel.
+ * Release one hold (one level of re-entry): compare-and-delete, then hand the lock to the
+ * fair head waiter or wake the head. KEYS: h x t q qx qw qs. ARGV: field, kind letter, token, inbox prefix.
  * Returns 1 when it was held, 0 when not (expired, taken over, already released).
  */
 export const RELEASE = script(
   'release',
   `
-local h, x, t, q, qx, qw = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local field, kind, token, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local now = clock()
+local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local field, kind, token, inbox = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local now, now_us = clock()
 local v = redis.call('HGET', h, field)
 if not v then return 0 end
-local hk, count, tok, exp, dl = parse(v)
--- A lease that ran out is not ours any more, even while lockDelay still blocks others.
+local hk, count, tok, exp, dl, hw = parse(v)
+-- A lease that ran out is not ours any more, even while lockDelay still keeps others out.
 if hk ~= kind or tok ~= token or exp <= now then
   purge_holders(h, x, now)
   return 0
 end
 if count > 1 then
-  redis.call('HSET', h, field, pack(hk, count - 1, tok, exp, dl))
+  redis.call('HSET', h, field, pack(hk, count - 1, tok, exp, dl, hw))
   return 1
 end
-redis.call('HDEL', h, field)
-redis.call('ZREM', x, field)
-touch_holders(h, x, t)
-purge_queue(q, qx, qw, now)
-redis.call('PUBLISH', chan, head(q) or '')
+drop(h, x, t, field)
+after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
 return 1
 `,
 );
 
 /**
- * Leave the queue. KEYS: q qx qw qs. ARGV: waiterId, channel.
- * Wakes the new head when the head left, everyone when an exclusive waiter left (readers
- * behind it may pass now). Returns 1 when the entry existed.
+ * Leave the queue. KEYS: h x t q qx qw qs. ARGV: waiterId, inbox prefix, ownerId.
+ * If a release already handed the lock to this waiter, give it back (and pass it on).
+ * Wakes the new head when the head left, and the next waiter when an exclusive waiter left
+ * (a reader behind it may pass now). Returns 1 when there was something to undo.
  */
 export const CANCEL = script(
   'cancel',
   `
-local q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local wid, chan = ARGV[1], ARGV[2]
+local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local wid, inbox, owner = ARGV[1], ARGV[2], ARGV[3]
+local now, now_us = clock()
 local info = redis.call('HGET', qw, wid)
 local rank = dequeue(q, qx, qw, wid)
-if not rank then return 0 end
+if not rank then
+  local v = redis.call('HGET', h, owner)
+  if not v then return 0 end
+  local hk, count, tok, exp, dl, hw = parse(v)
+  if hw ~= wid or exp <= now then return 0 end
+  if count > 1 then
+    redis.call('HSET', h, owner, pack(hk, count - 1, tok, exp, dl, hw))
+    return 1
+  end
+  drop(h, x, t, owner)
+  after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
+  return 1
+end
 touch_queue(q, qx, qw, qs)
+-- The new head may go now; so may a reader that waited only behind this writer.
 local c = ''
 if info then c = string.sub(info, 1, 1) end
-if c == 'm' or c == 'w' then
-  redis.call('PUBLISH', chan, '')
-elseif rank == 0 then
-  local nxt = head(q)
-  if nxt then redis.call('PUBLISH', chan, nxt) end
+if rank == 0 or c == 'm' or c == 'w' then
+  local nxt = redis.call('ZRANGE', q, rank, rank)[1]
+  if nxt then notify(inbox, nxt, nxt) end
 end
 return 1
 `,
@@ -317,7 +393,7 @@ local all = redis.call('HGETALL', h)
 for i = 1, #all, 2 do
   local until_ = redis.call('ZSCORE', x, all[i])
   if until_ and tonumber(until_) > now then
-    local hk, count, tok, exp, dl = parse(all[i + 1])
+    local hk, count, tok, exp = parse(all[i + 1])
     local left = exp - now
     if left < 0 then left = 0 end
     table.insert(out, all[i])

@@ -13,12 +13,17 @@
  */
 import type { LockKind } from '../../backend.js';
 
-/** Curator's node names. */
+/** Curator's mutex node name (`InterProcessMutex`, and the semaphore's internal mutex). */
 export const LOCK_NAME = 'lock-';
+/** Curator's read-lock node name (`InterProcessReadWriteLock`). */
 export const READ_NAME = '__READ__';
+/** Curator's write-lock node name (`InterProcessReadWriteLock`). */
 export const WRITE_NAME = '__WRIT__';
+/** Curator's semaphore lease node name (`InterProcessSemaphoreV2`). */
 export const LEASE_NAME = 'lease-';
+/** The semaphore's internal mutex folder under its base path. */
 export const SEM_LOCKS = 'locks';
+/** The semaphore's lease folder under its base path. */
 export const SEM_LEASES = 'leases';
 const PROTECTED_PREFIX = '_c_';
 
