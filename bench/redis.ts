@@ -12,7 +12,8 @@
  *
  * Prints a table and one JSON line per library. Environment knobs (for quick runs):
  * BENCH_HOT_SECONDS (default 10), BENCH_IDLE_SECONDS (default 10), BENCH_UNCONTENDED (2000),
- * BENCH_HANDOFFS (200), BENCH_ONLY (run only the libraries whose name contains it).
+ * BENCH_HANDOFFS (200), BENCH_ONLY (run only the libraries whose name contains it),
+ * BENCH_DEBUG (progress of the idle phase on stderr).
  */
 import { cpus } from 'node:os';
 import { createConnection } from 'node:net';

@@ -7,10 +7,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { createServer, type Socket } from 'node:net';
 import { Cluster, Redis } from 'ioredis';
 import {
   BackendUnavailableError,
   createLocker,
+  InvalidArgumentError,
   LockLostError,
   type Lock,
   type Locker,
@@ -116,6 +118,30 @@ describe('redis: server and connection failures', () => {
     await third.release();
   });
 
+  test('a paused (SIGSTOP) server: the holder’s signal aborts, calls fail with BackendUnavailableError, all works after SIGCONT', T, async () => {
+    const lockId = id('paused');
+    const a = locker({ ttlMs: 1_000 });
+    const b = createLocker(`${server.url}?commandTimeoutMs=1000`, { ttlMs: 1_000 });
+    lockers.push(b);
+    // Connected before the pause: what is bounded below is a command, not the connect.
+    await (await b.lock(id('warm-up'))).release();
+    const held = await a.lock(lockId);
+    const lost = aborted(held);
+    const node = server.nodes[0];
+    assert.ok(node);
+    node.pause();
+    try {
+      const reason = await lost;
+      assert.ok(reason instanceof LockLostError, `signal reason ${String(reason)}`);
+      await assert.rejects(b.tryLock(lockId), (err: unknown) => err instanceof BackendUnavailableError);
+    } finally {
+      node.resume();
+    }
+    const next = await b.lock(lockId, { timeoutMs: 30_000 });
+    assert.ok(next.token > held.token);
+    await next.release();
+  });
+
   test('CLIENT KILL of the holder’s connection: it reconnects, keeps renewing and nobody else gets the lock', T, async () => {
     const lockId = id('client-kill');
     const ttlMs = 600;
@@ -160,6 +186,25 @@ describe('redis: server and connection failures', () => {
     lockers.push(l);
     await assert.rejects(l.lock(id('unreachable')), (err: unknown) => err instanceof BackendUnavailableError);
     await assert.rejects(l.tryLock(id('unreachable')), (err: unknown) => err instanceof BackendUnavailableError);
+  });
+
+  test('a server that accepts but never answers fails with BackendUnavailableError, not a hang', T, async () => {
+    const sockets = new Set<Socket>();
+    const silent = createServer((sock) => {
+      sockets.add(sock);
+      sock.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const address = silent.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+    try {
+      const l = createLocker(`redis://127.0.0.1:${port}`, { connectTimeoutMs: 1_000 });
+      lockers.push(l);
+      await assert.rejects(l.lock(id('silent')), (err: unknown) => err instanceof BackendUnavailableError);
+    } finally {
+      for (const sock of sockets) sock.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
   });
 
   test('SCRIPT FLUSH: the next operation falls back from EVALSHA to EVAL', T, async () => {
@@ -211,6 +256,33 @@ describe('redis: lock ids and keys', () => {
   });
 });
 
+describe('redis: URLs', () => {
+  test('the database number and the prefix of a redis:// URL are honoured', T, async () => {
+    const url = new URL(server.url);
+    const prefix = `p${randomBytes(3).toString('hex')}:`;
+    const l = createLocker(`redis://${url.host}/3?prefix=${encodeURIComponent(prefix)}`);
+    lockers.push(l);
+    const lock = await l.lock('url-lock');
+    const db3 = await newAdmin();
+    try {
+      await db3.select(3);
+      const keys = await db3.keys(`${prefix}*`);
+      assert.ok(keys.some((k) => k.startsWith(`${prefix}{url-lock}`)), `keys in db 3: ${keys.join(', ')}`);
+      assert.deepEqual(await admin.keys(`${prefix}*`), [], 'keys leaked into db 0');
+    } finally {
+      db3.disconnect();
+    }
+    await lock.release();
+  });
+
+  test('a database that is not a number is an InvalidArgumentError', T, async () => {
+    const url = new URL(server.url);
+    const l = createLocker(`redis://${url.host}/nope`);
+    lockers.push(l);
+    await assert.rejects(l.tryLock('x'), (err: unknown) => err instanceof InvalidArgumentError);
+  });
+});
+
 describe('redis: waiting by notification', () => {
   test('one release in a fair queue wakes only the head waiter (no herd)', T, async () => {
     const lockId = id('herd');
@@ -239,7 +311,7 @@ describe('redis: waiting by notification', () => {
     await sleep(500);
     const spent = (await calls('evalsha')) - before;
     // The release, the head's successful attempt; nobody else re-attempted.
-    assert.ok(spent <= 3, `${spent} scripts ran after one release (a herd would be ≥ 9)`);
+    assert.ok(spent <= 3, `${spent} scripts ran after one release (a herd re-attempts once per waiter: 8 here)`);
     // The rest follow in arrival order.
     await first.release();
     for (let i = 1; i < waiters.length; i++) {

@@ -96,8 +96,13 @@ interface RedisGrantData {
 const KIND_LETTER: Readonly<Record<LockKind, string>> = { mutex: 'm', read: 'r', write: 'w', semaphore: 's' };
 const LETTER_KIND: Readonly<Record<string, LockKind>> = { m: 'mutex', r: 'read', w: 'write', s: 'semaphore' };
 
-/** A queue entry lives this much past the waiter's ttl without a re-attempt (as the memory backend). */
+/** A queue entry lives this much past its refresh period without a re-attempt (as the memory backend). */
 const WAITER_GRACE_MS = 1_250;
+/**
+ * A waiter refreshes its queue entry every third of this (its ttl, at most 30 s), so a waiter
+ * that died blocks a fair queue for at most this + grace, even under a ttl of hours.
+ */
+const MAX_WAITER_PERIOD_MS = 30_000;
 
 function isTicket(t: unknown): t is RedisTicket {
   return typeof t === 'object' && t !== null && (t as { kind?: unknown }).kind === 'redis-ticket';
@@ -209,7 +214,8 @@ export class RedisBackend implements Backend {
     const epoch = this.#epoch;
     const seen = this.#received;
     if (req.wait) this.#localIds.add(waiterId);
-    const waiterTtl = req.ttlMs + WAITER_GRACE_MS;
+    const waiterPeriod = Math.min(req.ttlMs, MAX_WAITER_PERIOD_MS);
+    const waiterTtl = waiterPeriod + WAITER_GRACE_MS;
     const sentAt = performance.now();
     let reply: unknown;
     try {
@@ -248,7 +254,7 @@ export class RedisBackend implements Backend {
       kind: 'redis-ticket',
       waiterId,
       hintMs: typeof a === 'number' ? a : Number(a),
-      capMs: Math.max(10, Math.floor(req.ttlMs / 3)),
+      capMs: Math.max(10, Math.floor(waiterPeriod / 3)),
       epoch,
       seen,
       sentAt,
@@ -275,7 +281,8 @@ export class RedisBackend implements Backend {
       reentered: false,
       data: { field: req.ownerId } satisfies RedisGrantData,
     };
-    const startedLocal = prev.sentAt + Math.max(0, handed.serverNow - prev.serverNow);
+    // Both server times are whole ms: take 1 ms off the difference so rounding never helps us.
+    const startedLocal = prev.sentAt + Math.max(0, handed.serverNow - prev.serverNow - 1);
     const left = req.ttlMs - (performance.now() - startedLocal);
     if (Number.isFinite(left) && left >= req.ttlMs / 2) return { ...grant, ttlMs: Math.floor(left) };
     try {
@@ -290,11 +297,11 @@ export class RedisBackend implements Backend {
   /**
    * Resolve when another attempt is worth making: a message in this client's inbox that
    * names this waiter (it became the queue head, or a release handed it the lock), the
-   * moment the earliest holder or queue entry runs out, or `ttl/3` at the latest (the waiter
-   * must refresh its queue entry). Only the head is woken, fair or not: a release never
-   * stirs the whole queue. If the inbox was not subscribed when the attempt was sent,
-   * subscribe and resolve at once: the re-check then happens after the subscription, so no
-   * wake-up falls between the two.
+   * moment the earliest holder or queue entry runs out, or a third of `min(ttl, 30 s)` at
+   * the latest (the waiter must refresh its queue entry). Only the head is woken, fair or
+   * not: a release never stirs the whole queue. If the inbox was not subscribed when the
+   * attempt was sent, subscribe and resolve at once: the re-check then happens after the
+   * subscription, so no wake-up falls between the two.
    */
   async waitForChange(_lockId: string, ticket: unknown, signal: AbortSignal): Promise<void> {
     if (signal.aborted) throw signal.reason;

@@ -6,12 +6,12 @@
  *
  * | key  | type | content |
  * |------|------|---------|
- * | `h`  | hash | holder field → `kind|count|token|expiresAt|lockDelay` (field = ownerId; `ownerId\0token` for a semaphore permit) |
+ * | `h`  | hash | holder field → `kind|count|token|expiresAt|lockDelay|handedToWaiterId` (field = ownerId; `ownerId\0token` for a semaphore permit) |
  * | `x`  | zset | holder field → the server time (ms) until which it blocks others (`expiresAt + lockDelay`) |
- * | `t`  | string | the last fencing token |
+ * | `t`  | string | the last fencing token (kept 10 min past the last hold) |
  * | `q`  | zset | waiter id → arrival number (the queue order) |
  * | `qx` | zset | waiter id → the server time (ms) at which the entry expires unless its waiter re-attempts |
- * | `qw` | hash | waiter id → kind letter + `1` (fair) or `0` |
+ * | `qw` | hash | waiter id → `<kind letter><1 fair / 0>|ttl|lockDelay|ownerId` (what a hand-off needs) |
  * | `qs` | string | the arrival counter |
  *
  * All expiry is decided by the server's clock (`TIME`), never the clients': a holder is

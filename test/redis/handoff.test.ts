@@ -1,0 +1,156 @@
+/**
+ * The fair hand-off, driven step by step through the Backend seam against a real Redis: a
+ * release grants the lock to the fair head waiter on the server; the waiter collects it
+ * (from the message or from its own racing attempt), or gives it back when it cancels.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { randomBytes } from 'node:crypto';
+import type { AcquireRequest, Backend, Grant } from '../../src/backend.js';
+import { createBackend } from '../../src/backends/redis/index.js';
+import { startRedis } from '../../scripts/servers/redis.js';
+import type { RunningServer } from '../../scripts/servers/harness.js';
+import { Redis } from 'ioredis';
+
+const T = { timeout: 60_000 };
+let server: RunningServer;
+const backends: Backend[] = [];
+
+async function backend(): Promise<Backend> {
+  const b = await createBackend(new URL(server.url), { connectTimeoutMs: 10_000 });
+  backends.push(b);
+  return b;
+}
+
+function request(lockId: string, over: Partial<AcquireRequest> = {}): AcquireRequest {
+  return {
+    lockId,
+    kind: 'mutex',
+    permits: 1,
+    ownerId: randomBytes(20).toString('base64url'),
+    ttlMs: 10_000,
+    fair: true,
+    lockDelayMs: 0,
+    wait: true,
+    onLost: () => undefined,
+    ...over,
+  };
+}
+
+async function grantOf(b: Backend, req: AcquireRequest): Promise<Grant> {
+  const r = await b.tryAcquire(req);
+  assert.ok(r.granted, 'expected a grant');
+  return r.grant;
+}
+
+async function ticketOf(b: Backend, req: AcquireRequest): Promise<unknown> {
+  const r = await b.tryAcquire(req);
+  assert.ok(!r.granted, 'expected contention');
+  assert.ok(r.contended.ticket !== undefined);
+  return r.contended.ticket;
+}
+
+let admin: Redis;
+
+/** Scripts run so far (INFO commandstats). */
+async function evalshaCalls(): Promise<number> {
+  const m = /cmdstat_evalsha:calls=(\d+)/.exec(await admin.info('commandstats'));
+  return m ? Number(m[1]) : 0;
+}
+
+before(async () => {
+  server = await startRedis();
+  const url = new URL(server.url);
+  admin = new Redis({ host: url.hostname, port: Number(url.port), maxRetriesPerRequest: 1 });
+  admin.on('error', () => undefined);
+});
+
+after(async () => {
+  await Promise.allSettled(backends.map((b) => b.close()));
+  admin.disconnect();
+  await server.stop();
+});
+
+describe('redis: fair hand-off', () => {
+  test('the head waiter holds after a release without asking again; its lease is vouched conservatively', T, async () => {
+    const lockId = `handoff:${randomBytes(6).toString('hex')}`;
+    const a = await backend();
+    const b = await backend();
+    const held = await grantOf(a, request(lockId));
+    const reqB = request(lockId);
+    let ticket = await ticketOf(b, reqB);
+    // The first wait subscribes and returns for a re-check; the second sleeps until the hand-off.
+    await b.waitForChange(lockId, ticket, new AbortController().signal);
+    ticket = await ticketOf(b, { ...reqB, ticket });
+    const woken = b.waitForChange(lockId, ticket, new AbortController().signal);
+    assert.equal(await a.release(held), true);
+    await woken;
+    const scriptsBefore = await evalshaCalls();
+    const got = await grantOf(b, { ...reqB, ticket });
+    assert.equal(await evalshaCalls(), scriptsBefore, 'collecting the handed-over grant sent a script');
+    assert.equal(got.reentered, false);
+    assert.ok(got.token > held.token);
+    assert.ok(got.ttlMs <= reqB.ttlMs && got.ttlMs >= reqB.ttlMs / 2, `vouched ttl ${got.ttlMs}`);
+    const state = await a.inspect(lockId);
+    assert.equal(state.holders.length, 1);
+    assert.equal(state.holders[0]?.ownerId, reqB.ownerId);
+    assert.equal(state.holders[0]?.count, 1);
+    assert.equal(await b.release(got), true);
+    assert.equal((await a.inspect(lockId)).holders.length, 0);
+  });
+
+  test('an attempt that races the hand-off message claims the hold, not a re-entry', T, async () => {
+    const lockId = `handoff-race:${randomBytes(6).toString('hex')}`;
+    const a = await backend();
+    const b = await backend();
+    const held = await grantOf(a, request(lockId));
+    const reqB = request(lockId);
+    const ticket = await ticketOf(b, reqB);
+    // No waitForChange: b's inbox is not even subscribed, so only its own attempt can tell it.
+    assert.equal(await a.release(held), true);
+    const got = await grantOf(b, { ...reqB, ticket });
+    assert.equal(got.reentered, false);
+    assert.equal((await a.inspect(lockId)).holders[0]?.count, 1);
+    assert.equal(await b.release(got), true);
+    const c = await grantOf(a, request(lockId, { wait: false }));
+    assert.ok(c.token > got.token);
+    await a.release(c);
+  });
+
+  test('a waiter that gives up after the lock was handed to it gives it back to the next in line', T, async () => {
+    const lockId = `handoff-cancel:${randomBytes(6).toString('hex')}`;
+    const a = await backend();
+    const b = await backend();
+    const c = await backend();
+    const held = await grantOf(a, request(lockId));
+    const reqB = request(lockId);
+    const ticketB = await ticketOf(b, reqB);
+    const reqC = request(lockId);
+    const ticketC = await ticketOf(c, reqC);
+    assert.equal(await a.release(held), true);
+    // The lock went to b on the server; b abandons its acquisition.
+    assert.equal((await a.inspect(lockId)).holders[0]?.ownerId, reqB.ownerId);
+    await b.cancel(reqB, ticketB);
+    // ...and it passed on to c, the next fair waiter.
+    const state = await a.inspect(lockId);
+    assert.equal(state.holders.length, 1);
+    assert.equal(state.holders[0]?.ownerId, reqC.ownerId);
+    const got = await grantOf(c, { ...reqC, ticket: ticketC });
+    assert.equal(await c.release(got), true);
+    assert.equal((await a.inspect(lockId)).holders.length, 0);
+  });
+
+  test('non-fair waiters are woken, not handed the lock', T, async () => {
+    const lockId = `no-handoff:${randomBytes(6).toString('hex')}`;
+    const a = await backend();
+    const b = await backend();
+    const held = await grantOf(a, request(lockId, { fair: false }));
+    const reqB = request(lockId, { fair: false });
+    await ticketOf(b, reqB);
+    assert.equal(await a.release(held), true);
+    assert.equal((await a.inspect(lockId)).holders.length, 0);
+    // A newcomer may take it first (no fairness promised).
+    const newcomer = await grantOf(a, request(lockId, { fair: false, wait: false }));
+    await a.release(newcomer);
+  });
+});
