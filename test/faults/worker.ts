@@ -7,7 +7,7 @@
  */
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createLocker } from '../../src/index.js';
+import { BackendUnavailableError, createLocker } from '../../src/index.js';
 import type { StoreReply } from './fenced-store.js';
 
 const [url, lockId, opsArg, ttlArg, portArg, criticalArg] = process.argv.slice(2);
@@ -45,8 +45,18 @@ const call = (req: Record<string, unknown>): Promise<StoreReply> =>
 const locker = createLocker(url, { ttlMs });
 let committed = 0;
 let rejected = 0;
+let unavailable = 0;
 for (let i = 0; i < ops; i++) {
-  const lock = await locker.lock(lockId, { timeoutMs: 120_000 });
+  let lock;
+  try {
+    lock = await locker.lock(lockId, { timeoutMs: 120_000 });
+  } catch (err) {
+    // A paused waiter can come back to an expired session (ZooKeeper): a typed error, then retry.
+    if (!(err instanceof BackendUnavailableError) || unavailable >= 20) throw err;
+    unavailable += 1;
+    i -= 1;
+    continue;
+  }
   const token = String(lock.token);
   const read = await call({ op: 'read', token });
   if (read.ok && read.value !== undefined) {
@@ -61,4 +71,4 @@ for (let i = 0; i < ops; i++) {
 }
 await locker.close();
 socket.end();
-process.stdout.write(`${JSON.stringify({ committed, rejected })}\n`);
+process.stdout.write(`${JSON.stringify({ committed, rejected, unavailable })}\n`);
