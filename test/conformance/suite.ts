@@ -26,6 +26,7 @@ import {
   type LockerOptions,
 } from '../../src/index.js';
 import { abandon } from '../../src/testing.js';
+import { lossOf } from '../helpers.js';
 
 /** What a backend's test file hands to {@link conformance}. */
 export interface ConformanceTarget {
@@ -80,24 +81,7 @@ export function conformance(target: ConformanceTarget): void {
       locker.on('waiting', on);
     });
 
-  /** Resolve with the error when `lock.signal` aborts. */
-  const aborted = (lock: Lock): Promise<unknown> =>
-    new Promise((resolve) => {
-      if (lock.signal.aborted) {
-        resolve(lock.signal.reason);
-        return;
-      }
-      // Lease timers are unref'd by design; this keeps the test process alive while it waits.
-      const keepAlive = setInterval(() => undefined, 1_000);
-      lock.signal.addEventListener(
-        'abort',
-        () => {
-          clearInterval(keepAlive);
-          resolve(lock.signal.reason);
-        },
-        { once: true },
-      );
-    });
+  const aborted = lossOf;
 
   describe(`conformance: ${target.name}`, () => {
     describe('mutual exclusion and tokens', () => {

@@ -21,6 +21,7 @@ import {
 import { RedisBackend } from '../../src/backends/redis/index.js';
 import { startRedis } from '../../scripts/servers/redis.js';
 import { freePort, type RunningServer } from '../../scripts/servers/harness.js';
+import { lossOf } from '../helpers.js';
 
 const T = { timeout: 120_000 };
 
@@ -36,24 +37,7 @@ function locker(options?: Partial<LockerOptions>): Locker {
 
 const id = (label: string): string => `redis-test:${label}:${randomBytes(6).toString('hex')}`;
 
-/** Resolve with the reason when the lock's signal aborts. */
-function aborted(lock: Lock): Promise<unknown> {
-  return new Promise((resolve) => {
-    if (lock.signal.aborted) {
-      resolve(lock.signal.reason);
-      return;
-    }
-    const keepAlive = setInterval(() => undefined, 1_000);
-    lock.signal.addEventListener(
-      'abort',
-      () => {
-        clearInterval(keepAlive);
-        resolve(lock.signal.reason);
-      },
-      { once: true },
-    );
-  });
-}
+const aborted = lossOf;
 
 /** Calls of one command so far, from INFO commandstats. */
 async function calls(command: string): Promise<number> {

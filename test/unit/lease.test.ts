@@ -2,24 +2,14 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
-import { createLocker, LockLostError, type Lock } from '../../src/index.js';
+import { createLocker, LockLostError } from '../../src/index.js';
 import { lossGuardMs, validityDeadline } from '../../src/lease.js';
 import { FaultyBackend } from './faulty.js';
+import { lossOf } from '../helpers.js';
 
 const table = (): string => `unit-${randomBytes(4).toString('hex')}`;
 
-const lostReason = (lock: Lock): Promise<unknown> =>
-  new Promise((resolve) => {
-    const keepAlive = setInterval(() => undefined, 1_000);
-    lock.signal.addEventListener(
-      'abort',
-      () => {
-        clearInterval(keepAlive);
-        resolve(lock.signal.reason);
-      },
-      { once: true },
-    );
-  });
+const lostReason = lossOf;
 
 test('validity is counted from the send time minus the drift allowance', () => {
   assert.equal(validityDeadline(1_000, 10_000, 0.01), 1_000 + 10_000 - (100 + 2));

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Registry } from 'prom-client';
 import { createLocker, instrumentPrometheus } from '../../src/index.js';
+import { lossOf } from '../helpers.js';
 
 test('Prometheus metrics follow waits, holds, contention and losses', async () => {
   const registry = new Registry();
@@ -14,10 +15,7 @@ test('Prometheus metrics follow waits, holds, contention and losses', async () =
   await new Promise((r) => setTimeout(r, 20));
   await held.release();
   const second = await waiting;
-  await new Promise<void>((resolve) => {
-    const keepAlive = setInterval(() => undefined, 1_000);
-    second.signal.addEventListener('abort', () => (clearInterval(keepAlive), resolve()), { once: true });
-  });
+  await lossOf(second);
   const text = await registry.metrics();
   assert.match(text, /locksmith_wait_seconds_count\{kind="mutex"\} 2/);
   assert.match(text, /locksmith_hold_seconds_count\{kind="mutex"\} 1/);
