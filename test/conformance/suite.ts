@@ -21,7 +21,6 @@ import {
   LockTimeoutError,
   StaleTokenError,
   type Capabilities,
-  type Lock,
   type Locker,
   type LockerOptions,
 } from '../../src/index.js';
