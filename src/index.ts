@@ -11,6 +11,7 @@
 export { createLocker, Locker, type ReadWriteLock, type Semaphore } from './locker.js';
 export { Lock } from './lock.js';
 export { instrumentPrometheus, type PrometheusOptions } from './metrics.js';
+export { instrumentTracing, type TracerLike, type SpanLike } from './tracing.js';
 export { FencedResource, type FencedResourceOptions } from './fencing.js';
 export { DEFAULT_OPTIONS, type LockerOptions, type LockOptions, type TryLockOptions } from './options.js';
 export type { LockerEvents, LockerEventName, LockEventBase } from './events.js';

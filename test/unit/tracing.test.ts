@@ -1,0 +1,36 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { SpanStatusCode } from '@opentelemetry/api';
+import { createLocker, instrumentTracing } from '../../src/index.js';
+import { lossOf } from '../helpers.js';
+
+test('OpenTelemetry: wait and hold spans, a lost hold ends with an error status', async () => {
+  const exporter = new InMemorySpanExporter();
+  const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  const tracer = provider.getTracer('locksmith-test');
+  const a = createLocker('memory://tracing', { ttlMs: 5_000 });
+  const b = createLocker('memory://tracing', { ttlMs: 200, autoExtend: false });
+  const detachA = instrumentTracing(a, tracer);
+  const detachB = instrumentTracing(b, tracer);
+  const held = await a.lock('t');
+  const waiting = b.lock('t');
+  await new Promise((r) => setTimeout(r, 20));
+  await held.release();
+  const second = await waiting;
+  await lossOf(second);
+  const spans = exporter.getFinishedSpans();
+  const names = spans.map((s) => s.name).sort();
+  assert.deepEqual(names, ['locksmith.hold', 'locksmith.hold', 'locksmith.wait']);
+  const wait = spans.find((s) => s.name === 'locksmith.wait');
+  assert.equal(wait?.attributes['locksmith.lock_id'], 't');
+  assert.equal(wait?.attributes['locksmith.token'], String(second.token));
+  const lostHold = spans.find((s) => s.name === 'locksmith.hold' && s.attributes['locksmith.token'] === String(second.token));
+  assert.equal(lostHold?.status.code, SpanStatusCode.ERROR);
+  const okHold = spans.find((s) => s.name === 'locksmith.hold' && s.attributes['locksmith.token'] === String(held.token));
+  assert.equal(okHold?.status.code, SpanStatusCode.UNSET);
+  detachA();
+  detachB();
+  await Promise.all([a.close(), b.close()]);
+  await provider.shutdown();
+});
