@@ -115,6 +115,14 @@ function grantData(g: Grant): RedisGrantData {
   return { field: g.ownerId };
 }
 
+/** A command in flight, for the shared command timeout. */
+interface InFlight {
+  readonly deadline: number;
+  settled: boolean;
+  readonly fail: (err: BackendUnavailableError) => void;
+  readonly what: string;
+}
+
 /** One waiter inside waitForChange. */
 interface Sleeper {
   readonly waiterId: string | undefined;
@@ -165,6 +173,13 @@ export class RedisBackend implements Backend {
   readonly #sleepers = new Set<Sleeper>();
   #healthTimer: NodeJS.Timeout | undefined;
   #healthInFlight = false;
+  /**
+   * Commands in flight, oldest first. They all get the same timeout, so their deadlines come
+   * in this order and one timer (armed for the oldest) bounds them all: a timer per command
+   * cost a setTimeout + clearTimeout pair on every script.
+   */
+  readonly #inFlight: InFlight[] = [];
+  #deadlineTimer: NodeJS.Timeout | undefined;
   #closed = false;
 
   /** Wrap `client`; see {@link RedisBackendOptions}. */
@@ -353,7 +368,13 @@ export class RedisBackend implements Backend {
     this.#assertOpen();
     const { field } = grantData(grant);
     const ok = await this.#eval(RELEASE, this.#keys(grant.lockId), [field, KIND_LETTER[grant.kind], grant.token.toString(), this.#inboxPrefix]);
-    return ok === 1;
+    // The release messaged a waiter. Redis wrote that message together with this reply; when
+    // the waiter lives in this process its socket is readable in this same poll phase. Yield
+    // one event-loop turn so it takes the lock (the critical path) before the releaser's own
+    // continuation runs — otherwise the next holder waits behind whatever the releaser does
+    // next (often: its next acquire).
+    if (ok === 2) await new Promise<void>((resolve) => setImmediate(resolve));
+    return ok === 1 || ok === 2;
   }
 
   async inspect(lockId: string): Promise<LockState> {
@@ -432,23 +453,46 @@ export class RedisBackend implements Backend {
     // The command may still settle after we gave up; never leave its rejection unhandled.
     p.catch(() => undefined);
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        reject(new BackendUnavailableError(this.name, `redis ${what} got no reply within ${this.#commandTimeoutMs} ms (${this.#label})`, {
-          context: { timeoutMs: this.#commandTimeoutMs },
-        }));
-      }, this.#commandTimeoutMs);
-      timer.unref();
+      const entry: InFlight = { deadline: performance.now() + this.#commandTimeoutMs, settled: false, fail: reject, what };
+      const q = this.#inFlight;
+      // Replies come (nearly) in order: dropping the settled head here keeps the queue short.
+      while (q.length > 0 && q[0]?.settled) q.shift();
+      q.push(entry);
+      if (!this.#deadlineTimer) this.#armDeadline();
       p.then(
         (v) => {
-          clearTimeout(timer);
+          entry.settled = true;
           resolve(v);
         },
         (e: unknown) => {
-          clearTimeout(timer);
+          entry.settled = true;
           reject(e);
         },
       );
     });
+  }
+
+  /** Fail every command past its deadline, then wait for the oldest one still in flight. */
+  #armDeadline(): void {
+    this.#deadlineTimer = undefined;
+    const q = this.#inFlight;
+    const now = performance.now();
+    for (let head = q[0]; head && (head.settled || head.deadline <= now); head = q[0]) {
+      q.shift();
+      if (head.settled) continue;
+      head.settled = true;
+      head.fail(
+        new BackendUnavailableError(this.name, `redis ${head.what} got no reply within ${this.#commandTimeoutMs} ms (${this.#label})`, {
+          context: { timeoutMs: this.#commandTimeoutMs },
+        }),
+      );
+    }
+    const next = q[0];
+    if (!next) return;
+    // setTimeout takes at most 2^31 − 1 ms (more fires at once); a later deadline just re-arms.
+    const delay = Math.min(2_147_483_647, Math.max(1, Math.ceil(next.deadline - now)));
+    this.#deadlineTimer = setTimeout(() => this.#armDeadline(), delay);
+    this.#deadlineTimer.unref();
   }
 
   #unavailable(what: string, err: unknown): BackendUnavailableError {

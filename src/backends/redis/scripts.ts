@@ -46,8 +46,13 @@ export interface LuaScript {
   readonly sha: string;
 }
 
-function script(name: string, body: string): LuaScript {
-  const source = PRELUDE + body;
+/**
+ * `head` runs before the shared helpers are defined: a script that returns there (the common,
+ * uncontended case) does not pay for creating the helpers' closures, a measurable share of a
+ * short script's time. It may leave locals for `body`.
+ */
+function script(name: string, body: string, head = ''): LuaScript {
+  const source = head + PRELUDE + body;
   return { name, source, sha: createHash('sha1').update(source).digest('hex') };
 }
 
@@ -135,28 +140,32 @@ end
 -- After a hold ended: hand the lock straight to a fair exclusive head waiter when nobody
 -- else holds (its grant travels in the message: no extra round trip), else wake the head.
 -- Every waiter has a queue entry: no queue, nobody to wake.
+-- Call it only when the queue key exists. Returns true when it messaged a waiter.
 local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
-  if redis.call('EXISTS', q) == 0 then return end
   purge_queue(q, qx, qw, now)
   local nxt = head(q)
-  if not nxt then return end
+  if not nxt then return false end
   local info = redis.call('HGET', qw, nxt)
   if info and redis.call('EXISTS', h) == 0 then
     local k, f, ttl, delay, owner = string.match(info, '^(%a)(%d)|(%d+)|(%d+)|(.*)$')
     if f == '1' and (k == 'm' or k == 'w') then
       ttl, delay = tonumber(ttl), tonumber(delay)
       local tok = next_token(t, now_us)
-      redis.call('SET', t, tok)
+      -- The sole holder: its own expiry is the keys' (touch_holders without the lookup).
+      local at = now + ttl + delay
       redis.call('HSET', h, owner, pack(k, 1, tok, now + ttl, delay, nxt))
-      redis.call('ZADD', x, fmt(now + ttl + delay), owner)
-      touch_holders(h, x, t)
+      redis.call('ZADD', x, fmt(at), owner)
+      redis.call('SET', t, tok, 'PXAT', fmt(at + 601000))
+      redis.call('PEXPIREAT', h, fmt(at + 1000))
+      redis.call('PEXPIREAT', x, fmt(at + 1000))
+      -- No touch_queue: removing an entry never moves the latest expiry of the rest later.
       dequeue(q, qx, qw, nxt)
-      touch_queue(q, qx, qw, qs)
       notify(inbox, nxt, 'g|' .. nxt .. '|' .. tok .. '|' .. fmt(now))
-      return
+      return true
     end
   end
   notify(inbox, nxt, nxt)
+  return true
 end
 `;
 
@@ -178,21 +187,13 @@ local fair, wait, wid = ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
 local wttl, inbox = tonumber(ARGV[9]), ARGV[10]
 local now, now_us = clock()
 
--- A new hold with the next fencing token.
+-- A new hold with the next fencing token (among other holders or waiters).
 local function grant(rank)
   local tok = next_token(t, now_us)
   local field = owner
   if kind == 's' then field = owner .. '\\0' .. tok end
   redis.call('HSET', h, field, pack(kind, 1, tok, now + ttl, delay, ''))
   redis.call('ZADD', x, fmt(now + ttl + delay), field)
-  if rank == nil then
-    -- Sole holder and no queue: the keys expire with this hold (the SET NX PX case).
-    local at = now + ttl + delay + 1000
-    redis.call('SET', t, tok, 'PXAT', fmt(at + 600000))
-    redis.call('PEXPIREAT', h, fmt(at))
-    redis.call('PEXPIREAT', x, fmt(at))
-    return {1, tok, field}
-  end
   redis.call('SET', t, tok)
   touch_holders(h, x, t)
   if rank then dequeue(q, qx, qw, wid); touch_queue(q, qx, qw, qs) end
@@ -203,9 +204,6 @@ local function grant(rank)
   end
   return {1, tok, field}
 end
-
--- Fast path: nobody holds and nobody waits.
-if redis.call('EXISTS', h, q) == 0 then return grant(nil) end
 
 purge_holders(h, x, now)
 purge_queue(q, qx, qw, now)
@@ -287,6 +285,29 @@ local hint = best - now
 if hint < 1 then hint = 1 end
 return {0, hint, fmt(now)}
 `,
+  `
+-- Nobody holds and nobody waits (the SET NX PX case): grant inline. Same fields as grant()
+-- below; the keys expire with this hold, the counter 10 min later (a quick re-acquire
+-- continues the sequence).
+if redis.call('EXISTS', KEYS[1], KEYS[4]) == 0 then
+  local tm = redis.call('TIME')
+  local s, us = tonumber(tm[1]), tonumber(tm[2])
+  local now, tok = s * 1000 + math.floor(us / 1000), s * 1000000 + us
+  local next_ = tonumber(redis.call('GET', KEYS[3]) or '0') + 1
+  if next_ > tok then tok = next_ end
+  tok = string.format('%.0f', tok)
+  local kind, ttl, delay = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
+  local field = ARGV[3]
+  if kind == 's' then field = field .. '\\0' .. tok end
+  local at = now + ttl + delay
+  redis.call('HSET', KEYS[1], field, kind .. '|1|' .. tok .. '|' .. string.format('%.0f', now + ttl) .. '|' .. string.format('%.0f', delay) .. '|')
+  redis.call('ZADD', KEYS[2], string.format('%.0f', at), field)
+  redis.call('SET', KEYS[3], tok, 'PXAT', string.format('%.0f', at + 601000))
+  redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', at + 1000))
+  redis.call('PEXPIREAT', KEYS[2], string.format('%.0f', at + 1000))
+  return {1, tok, field}
+end
+`,
 );
 
 /**
@@ -313,16 +334,14 @@ return 1
 /**
  * Release one hold (one level of re-entry): compare-and-delete, then hand the lock to the
  * fair head waiter or wake the head. KEYS: h x t q qx qw qs. ARGV: field, kind letter, token, inbox prefix.
- * Returns 1 when it was held, 0 when not (expired, taken over, already released).
+ * Returns 1 when it was held, 2 when it was held and a waiter was messaged (handed the lock
+ * or woken), 0 when not (expired, taken over, already released).
  */
 export const RELEASE = script(
   'release',
   `
 local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local field, kind, token, inbox = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local now, now_us = clock()
-local v = redis.call('HGET', h, field)
-if not v then return 0 end
 local hk, count, tok, exp, dl, hw = parse(v)
 -- A lease that ran out is not ours any more, even while lockDelay still keeps others out.
 if hk ~= kind or tok ~= token or exp <= now then
@@ -334,8 +353,24 @@ if count > 1 then
   return 1
 end
 drop(h, x, t, field)
-after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
+if queued and after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us) then return 2 end
 return 1
+`,
+  `
+local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+local now_us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if not v then return 0 end
+local queued = redis.call('EXISTS', KEYS[4]) == 1
+-- The only holder, not re-entered, nobody queued: delete inline (what drop() does then).
+if not queued and redis.call('HLEN', KEYS[1]) == 1 then
+  local hk, count, tok, exp = string.match(v, '^(%a)|(%d+)|(%d+)|(%d+)|')
+  if hk == ARGV[2] and count == '1' and tok == ARGV[3] and tonumber(exp) > now then
+    redis.call('DEL', KEYS[1], KEYS[2])
+    return 1
+  end
+end
 `,
 );
 
@@ -363,7 +398,7 @@ if not rank then
     return 1
   end
   drop(h, x, t, owner)
-  after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
+  if redis.call('EXISTS', q) == 1 then after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us) end
   return 1
 end
 touch_queue(q, qx, qw, qs)
