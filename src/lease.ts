@@ -131,8 +131,9 @@ export class Lease {
       await this.#renew(this.#settings.ttlMs);
     } catch (err) {
       if (this.#state !== 'held') return;
-      // Transient failure: keep trying while validity lasts; the expiry timer ends it.
-      const retry = Math.max(10, Math.min(this.#renewEveryMs() / 3, 1_000));
+      // Transient failure: keep trying while validity lasts; the expiry timer ends it. Retry
+      // soon: after a failover the first renewal that reaches a live server is what keeps it.
+      const retry = Math.max(10, Math.min(this.#renewEveryMs() / 10, 250));
       this.#armRenewal(retry);
       void err;
     }

@@ -164,7 +164,8 @@ export class ZkSession {
    */
   #startWatchdog(): void {
     if (this.#watchdog) return;
-    const every = Math.max(100, Math.floor(this.sessionTimeoutMs / 6));
+    // Checked often: the check interval adds to the time a silent server holds the session.
+    const every = Math.max(100, Math.floor(this.sessionTimeoutMs / 12));
     this.#watchdog = setInterval(() => {
       const limit = Math.max(300, this.sessionTimeoutMs / 3);
       const now = Date.now();
