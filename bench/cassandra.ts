@@ -17,6 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { cpus, totalmem } from 'node:os';
 import { createLocker, type Locker } from '../src/index.js';
 import { startCassandra } from '../scripts/servers/cassandra.js';
+import { jainIndex, longestStreak } from '../src/cli/bench.js';
 
 interface RunResult {
   readonly algorithm: string;
@@ -39,11 +40,6 @@ interface Interval {
   readonly end: number;
 }
 
-function jain(xs: readonly number[]): number {
-  const sum = xs.reduce((a, b) => a + b, 0);
-  const sq = xs.reduce((a, b) => a + b * b, 0);
-  return sq === 0 ? 1 : (sum * sum) / (xs.length * sq);
-}
 
 /** Sweep the holding and waiting intervals: time with >1 holder, exactly 1, 0 while some wait. */
 function shares(holds: readonly Interval[], waits: readonly Interval[], from: number, to: number) {
@@ -106,12 +102,6 @@ async function run(baseUrl: string, algorithm: 'fair' | 'shadow', contenders: nu
   );
   const end = performance.now();
   await Promise.allSettled(lockers.map((l) => l.close()));
-  let longest = 0;
-  let streak = 0;
-  for (let i = 0; i < order.length; i++) {
-    streak = i > 0 && order[i] === order[i - 1] ? streak + 1 : 1;
-    longest = Math.max(longest, streak);
-  }
   const s = shares(holds, waits, start, Math.min(end, stopAt));
   const waited = waits.map((w) => w.end - w.start).sort((a, b) => a - b);
   return {
@@ -119,8 +109,8 @@ async function run(baseUrl: string, algorithm: 'fair' | 'shadow', contenders: nu
     contenders,
     acquisitions: order.length,
     perSecond: order.length / ((end - start) / 1000),
-    jain: jain(counts),
-    longestStreak: longest,
+    jain: jainIndex(counts),
+    longestStreak: longestStreak(order),
     ...s,
     waitP50: waited[Math.floor(waited.length / 2)] ?? 0,
     waitMax: waited[waited.length - 1] ?? 0,

@@ -26,6 +26,7 @@ import Redlock from 'redlock';
 import { Mutex } from 'redis-semaphore';
 import { createLocker, type Locker } from '../src/index.js';
 import { startRedis } from '../scripts/servers/redis.js';
+import { jainIndex, longestStreak } from '../src/cli/bench.js';
 
 const HOT_SECONDS = Number(process.env.BENCH_HOT_SECONDS ?? 10);
 const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 10);
@@ -181,11 +182,6 @@ async function handoff(lib: Library): Promise<{ p50: number; p99: number; n: num
   }
 }
 
-function jain(xs: readonly number[]): number {
-  const sum = xs.reduce((s, x) => s + x, 0);
-  const sq = xs.reduce((s, x) => s + x * x, 0);
-  return sq === 0 ? 0 : (sum * sum) / (xs.length * sq);
-}
 
 async function hot(lib: Library): Promise<{ opsPerSec: number; jain: number; longestStreak: number; ops: number }> {
   const clients = await Promise.all(Array.from({ length: CONTENDERS }, () => lib.client()));
@@ -220,14 +216,8 @@ async function hot(lib: Library): Promise<{ opsPerSec: number; jain: number; lon
     await Promise.all(clients.map((c) => c.close()));
   }
   if (violations > 0) console.error(`!! ${lib.name}: ${violations} overlapping holds in the hot-lock run`);
-  let longest = 0;
-  let run = 0;
-  for (let i = 0; i < order.length; i++) {
-    run = i > 0 && order[i] === order[i - 1] ? run + 1 : 1;
-    if (run > longest) longest = run;
-  }
   const ops = order.length;
-  return { opsPerSec: ops / HOT_SECONDS, jain: jain(counts), longestStreak: longest, ops };
+  return { opsPerSec: ops / HOT_SECONDS, jain: jainIndex(counts), longestStreak: longestStreak(order), ops };
 }
 
 async function idle(lib: Library, serverUrl: string): Promise<{ commandsPerSec: number }> {

@@ -15,6 +15,7 @@ import { createLocker, type Locker } from '../src/index.js';
 import { ZkSession, createZooKeeperBackend, type ZooKeeperBackend } from '../src/backends/zookeeper/index.js';
 import { MODE, RC, ZkError } from '../src/backends/zookeeper/client.js';
 import { startZooKeeper, type RunningZooKeeper } from '../scripts/servers/zookeeper.js';
+import { jainIndex, longestStreak } from '../src/cli/bench.js';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
 const HANDOFFS = Number(process.env['BENCH_HANDOFFS'] ?? 200);
@@ -165,19 +166,11 @@ async function hot(make: () => Contestant): Promise<HotResult> {
   const elapsed = (performance.now() - t0) / 1000;
   const total = counts.reduce((a, b) => a + b, 0);
   const notified = clients.reduce((n, c) => n + c.notifications(), 0) - before;
-  let longest = 0;
-  let run = 0;
-  for (let i = 0; i < order.length; i++) {
-    run = i > 0 && order[i] === order[i - 1] ? run + 1 : 1;
-    longest = Math.max(longest, run);
-  }
-  const sum = counts.reduce((a, b) => a + b, 0);
-  const sumSq = counts.reduce((a, b) => a + b * b, 0);
   for (const c of clients) await c.close();
   return {
     opsPerSec: total / elapsed,
-    jain: sumSq === 0 ? 0 : (sum * sum) / (CONTENDERS * sumSq),
-    longestStreak: longest,
+    jain: jainIndex(counts),
+    longestStreak: longestStreak(order),
     notificationsPerRelease: total === 0 ? 0 : notified / total,
   };
 }
