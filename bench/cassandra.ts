@@ -40,7 +40,6 @@ interface Interval {
   readonly end: number;
 }
 
-
 /** Sweep the holding and waiting intervals: time with >1 holder, exactly 1, 0 while some wait. */
 function shares(holds: readonly Interval[], waits: readonly Interval[], from: number, to: number) {
   type Ev = { t: number; dh: number; dw: number };
@@ -139,8 +138,12 @@ async function main(): Promise<void> {
   }
   const get = (a: string, n: number): RunResult | undefined => results.find((r) => r.algorithm === a && r.contenders === n);
   console.log(`\nCassandra 5.0 (1 node, QUORUM), one hot lockId, 10 ms critical section, ${seconds} s per run`);
-  console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}\n`);
-  console.log('| algorithm | contenders | acquisitions/s | Jain | longest streak | overlap | one owner | none while waiting | wait p50 | wait max |');
+  console.log(
+    `machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}\n`,
+  );
+  console.log(
+    '| algorithm | contenders | acquisitions/s | Jain | longest streak | overlap | one owner | none while waiting | wait p50 | wait max |',
+  );
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of results) {
     console.log(

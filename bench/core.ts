@@ -9,6 +9,7 @@ import { MemoryBackend } from '../src/backends/memory/index.js';
 const N = Number(process.env.BENCH_ITERATIONS ?? 20_000);
 const locker = createLocker('memory://bench-core');
 const backend = new MemoryBackend('bench-core-raw');
+const never = new AbortController();
 for (let round = 1; round <= 3; round++) {
   let t0 = performance.now();
   for (let i = 0; i < N; i++) {
@@ -18,10 +19,25 @@ for (let round = 1; round <= 3; round++) {
   const core = ((performance.now() - t0) / N) * 1000;
   t0 = performance.now();
   for (let i = 0; i < N; i++) {
-    const r = await backend.tryAcquire({ lockId: 'x', kind: 'mutex', permits: 1, ownerId: `o${i}`, ttlMs: 10_000, fair: false, lockDelayMs: 0, wait: true, onLost: () => undefined });
+    const r = await backend.tryAcquire({
+      lockId: 'x',
+      kind: 'mutex',
+      permits: 1,
+      ownerId: `o${i}`,
+      freshOwner: true,
+      ticket: undefined,
+      signal: never.signal,
+      ttlMs: 10_000,
+      fair: false,
+      lockDelayMs: 0,
+      wait: true,
+      onLost: () => undefined,
+    });
     if (r.granted) await backend.release(r.grant);
   }
   const raw = ((performance.now() - t0) / N) * 1000;
-  console.log(`round ${round}: locker.lock+release ${core.toFixed(1)} µs, backend alone ${raw.toFixed(1)} µs, core overhead ${(core - raw).toFixed(1)} µs`);
+  console.log(
+    `round ${round}: locker.lock+release ${core.toFixed(1)} µs, backend alone ${raw.toFixed(1)} µs, core overhead ${(core - raw).toFixed(1)} µs`,
+  );
 }
 await locker.close();

@@ -14,11 +14,31 @@ import type { FenceMode } from '../test/faults/fenced-store.js';
 const modes: FenceMode[] = ['none', 'writes', 'reads-and-writes'];
 // ZooKeeper's lease is the session: a pause only lets another client in once the session
 // expires, so its session timeout is set short and the pause longer than it.
-const engines: { name: string; start: () => Promise<RunningServer>; ttlMs: number; pauseMs: number; criticalMs?: number; url?: (u: string) => string }[] = [
+const engines: {
+  name: string;
+  start: () => Promise<RunningServer>;
+  ttlMs: number;
+  pauseMs: number;
+  criticalMs?: number;
+  url?: (u: string) => string;
+}[] = [
   { name: 'redis', start: () => startRedis(), ttlMs: 200, pauseMs: 350 },
-  { name: 'zookeeper', start: () => startZooKeeper({ nodes: 1 }), ttlMs: 1_000, pauseMs: 2_500, url: (u) => `${u}${u.includes('?') ? '&' : '?'}sessionTimeoutMs=1000` },
+  {
+    name: 'zookeeper',
+    start: () => startZooKeeper({ nodes: 1 }),
+    ttlMs: 1_000,
+    pauseMs: 2_500,
+    url: (u) => `${u}${u.includes('?') ? '&' : '?'}sessionTimeoutMs=1000`,
+  },
   // Cassandra cells live in whole seconds (a 1 s ttl is written as 2 s): pause past that.
-  { name: 'cassandra', start: () => startCassandra({ nodes: 1 }), ttlMs: 1_000, pauseMs: 3_500, criticalMs: 40, url: (u) => `${u}?create=true` },
+  {
+    name: 'cassandra',
+    start: () => startCassandra({ nodes: 1 }),
+    ttlMs: 1_000,
+    pauseMs: 3_500,
+    criticalMs: 40,
+    url: (u) => `${u}?create=true`,
+  },
 ];
 const only = process.argv[2];
 console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, node ${process.version}`);
@@ -34,7 +54,16 @@ for (const e of engines) {
       const setup = createLocker(url);
       await (await setup.lock('fault:setup')).release();
       await setup.close();
-      const r = await runFaultScenario({ url, mode, workers: 6, opsPerWorker: 60, ttlMs: e.ttlMs, criticalMs: e.criticalMs ?? 5, pauseMs: e.pauseMs, pauses: 15 });
+      const r = await runFaultScenario({
+        url,
+        mode,
+        workers: 6,
+        opsPerWorker: 60,
+        ttlMs: e.ttlMs,
+        criticalMs: e.criticalMs ?? 5,
+        pauseMs: e.pauseMs,
+        pauses: 15,
+      });
       console.log(`| ${e.name} | ${mode} | 6 × 60 | ${r.pausesDone} | ${r.committed} | ${r.final} | ${r.lostUpdates} | ${r.rejected} |`);
       console.error(JSON.stringify({ backend: e.name, ...r }));
     }

@@ -182,7 +182,6 @@ async function handoff(lib: Library): Promise<{ p50: number; p99: number; n: num
   }
 }
 
-
 async function hot(lib: Library): Promise<{ opsPerSec: number; jain: number; longestStreak: number; ops: number }> {
   const clients = await Promise.all(Array.from({ length: CONTENDERS }, () => lib.client()));
   const k = key(lib.name, 'hot');
@@ -295,7 +294,9 @@ async function main(): Promise<void> {
     redis: redisVersion,
   };
   console.log(`machine: ${machine.nproc} CPUs, ${machine.cpu}, node ${machine.node}, redis ${machine.redis}`);
-  console.log(`settings: ttl ${TTL_MS} ms, hot lock ${CONTENDERS} contenders × ${HOT_SECONDS} s with a ${CRITICAL_MS} ms critical section, ${IDLE_WAITERS} idle waiters × ${IDLE_SECONDS} s`);
+  console.log(
+    `settings: ttl ${TTL_MS} ms, hot lock ${CONTENDERS} contenders × ${HOT_SECONDS} s with a ${CRITICAL_MS} ms critical section, ${IDLE_WAITERS} idle waiters × ${IDLE_SECONDS} s`,
+  );
   const only = process.env.BENCH_ONLY;
   const libs = [locksmith(server.url, false), locksmith(server.url, true), redisSemaphore(server.url), redlock(server.url)].filter(
     (l) => only === undefined || l.name.includes(only),
@@ -329,7 +330,8 @@ async function main(): Promise<void> {
     admin.disconnect();
     await server.stop();
   }
-  const header = '| library | uncontended p50 / p99 (ms) | hand-off p50 / p99 (ms) | hot16 ops/s | hot16 Jain | hot16 longest streak | 100 idle waiters: Redis cmds/s |';
+  const header =
+    '| library | uncontended p50 / p99 (ms) | hand-off p50 / p99 (ms) | hot16 ops/s | hot16 Jain | hot16 longest streak | 100 idle waiters: Redis cmds/s |';
   console.log('');
   console.log(header);
   console.log('|---|---|---|---|---|---|---|');

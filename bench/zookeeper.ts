@@ -76,9 +76,12 @@ function naive(server: RunningZooKeeper): Contestant {
               notified += 1;
               resolve();
             })
-            .then((stat) => {
-              if (stat === null) resolve();
-            }, () => resolve());
+            .then(
+              (stat) => {
+                if (stat === null) resolve();
+              },
+              () => resolve(),
+            );
         });
       }
     },
@@ -194,7 +197,9 @@ async function main(): Promise<void> {
       const hr = await hot(make);
       rows[key] = { u, h, hot: hr, name };
     }
-    console.log('| contestant | uncontended p50 / p99 (ms) | hand-off p50 / p99 (ms) | hot lock ops/s (16) | Jain | longest streak | watch notifications per release |');
+    console.log(
+      '| contestant | uncontended p50 / p99 (ms) | hand-off p50 / p99 (ms) | hot lock ops/s (16) | Jain | longest streak | watch notifications per release |',
+    );
     console.log('|---|---|---|---|---|---|---|');
     for (const r of Object.values(rows)) {
       console.log(

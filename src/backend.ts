@@ -4,7 +4,7 @@
  * The core owns the wait loop, timeouts, AbortSignals, leases and renewal, validity
  * arithmetic, in-process reentrancy, events and metrics. A backend owns only what its
  * engine does differently: how one attempt is made, how a waiter is woken, how a lease is
- * extended and released, and what a fencing token is.
+ * extended and released, and what a fencing token is. See docs/architecture.md.
  *
  * Contract, in the order the core uses it:
  * 1. `tryAcquire(req)` makes ONE attempt. It returns a {@link Grant} or a {@link Contended}.
@@ -13,6 +13,9 @@
  *    the core passes that ticket back in the next attempt of the same acquisition and
  *    calls `cancel()` with it if the acquisition is abandoned (timeout, abort, close).
  *    With `req.wait === false` (a soft tryLock) the backend leaves nothing behind.
+ *    An attempt that blocks (an SQL lock wait, a Redlock fan-out, an LWT retry) stops when
+ *    `req.signal` aborts; the core then cancels the ticket and, best effort, releases by
+ *    owner (`cancel` with no ticket), because the attempt may have landed on the server.
  * 2. `waitForChange(lockId, ticket, signal)` resolves when another attempt is worth making:
  *    a notification (pub/sub, watch, NOTIFY) or, at the latest, a bounded fallback poll.
  *    It never busy-loops; it resolves or rejects promptly when `signal` aborts. Its timers
@@ -27,13 +30,20 @@
  * Time: the core reads its monotonic clock just before calling `tryAcquire` / `extend` and
  * computes validity as `sentAt + grant.ttlMs − drift`. A backend that loses time inside one
  * attempt (Redlock: the elapsed time over N nodes) returns the shorter `ttlMs` it can vouch
- * for, measured from the moment the core sent the request.
+ * for, measured from the moment the core sent the request. A re-entry (`reentered: true`)
+ * vouches for its `ttlMs` too: the backend extends the shared hold to cover it.
+ *
+ * Types: `Backend<Ticket, Data>` lets each engine type its own queue tickets and grant data.
+ * The core never looks inside either; it only hands back what the same backend gave it.
  */
 
 /** What kind of hold a request asks for. */
 export type LockKind = 'mutex' | 'read' | 'write' | 'semaphore';
 
-/** What an engine can do. The core refuses options a backend cannot honour. */
+/**
+ * What an engine can do. The core refuses options a backend cannot honour, and the
+ * conformance suite reads these flags to choose its cases.
+ */
 export interface Capabilities {
   /** Grants in arrival order when `req.fair` is true. */
   readonly fair: boolean;
@@ -49,8 +59,11 @@ export interface Capabilities {
   readonly reentrant: boolean;
 }
 
+/** Why a backend reports a loss it learned of asynchronously. */
+export type AsyncLossReason = 'not-held' | 'session';
+
 /** One acquisition attempt. */
-export interface AcquireRequest {
+export interface AcquireRequest<Ticket = unknown> {
   /** Validated by the core: non-empty string of at most `MAX_LOCK_ID_BYTES` UTF-8 bytes. */
   readonly lockId: string;
   readonly kind: LockKind;
@@ -58,6 +71,12 @@ export interface AcquireRequest {
   readonly permits: number;
   /** Unique id of the holder (random per acquisition unless the user passed `owner`). */
   readonly ownerId: string;
+  /**
+   * True when `ownerId` was generated for this acquisition: no other hold can carry it, so
+   * `cancel` may remove anything of that owner. False for a user's explicit `owner`, whose
+   * other holds (re-entered from elsewhere) must be left alone.
+   */
+  readonly freshOwner: boolean;
   /** Requested lease length in ms. */
   readonly ttlMs: number;
   /** Grants in arrival order (only sent when `capabilities.fair`). */
@@ -67,16 +86,21 @@ export interface AcquireRequest {
   /** false for a one-shot tryLock: leave no queue entry behind. */
   readonly wait: boolean;
   /** The queue position returned by the previous attempt of this acquisition, if any. */
-  readonly ticket?: unknown;
+  readonly ticket: Ticket | undefined;
+  /**
+   * Aborted when the caller gives up (timeout, abort, close). An attempt that can block
+   * stops promptly and rejects with `signal.reason`.
+   */
+  readonly signal: AbortSignal;
   /**
    * Called by backends that learn of a loss asynchronously (ZooKeeper session expiry, a
    * deleted node, a dropped connection that carried the lease). Safe to call more than once.
    */
-  readonly onLost: (reason: 'not-held' | 'session', cause?: unknown) => void;
+  readonly onLost: (reason: AsyncLossReason, cause?: unknown) => void;
 }
 
 /** A successful attempt. */
-export interface Grant {
+export interface Grant<Data = unknown> {
   readonly lockId: string;
   readonly kind: LockKind;
   readonly ownerId: string;
@@ -87,19 +111,18 @@ export interface Grant {
   /** True when this grant re-entered a hold of the same `ownerId` (server-side count). */
   readonly reentered: boolean;
   /** Backend-private data the backend needs to extend/release (node path, random value…). */
-  readonly data?: unknown;
+  readonly data: Data;
 }
 
 /** An attempt that did not get the lock. */
-export interface Contended {
+export interface Contended<Ticket = unknown> {
   /** Queue position to pass back into the next attempt (and to `cancel`). */
-  readonly ticket?: unknown;
+  readonly ticket: Ticket | undefined;
 }
 
 /** Result of {@link Backend.tryAcquire}. */
-export type AcquireResult =
-  | { readonly granted: true; readonly grant: Grant }
-  | { readonly granted: false; readonly contended: Contended };
+export type AcquireResult<Ticket = unknown, Data = unknown> =
+  { readonly granted: true; readonly grant: Grant<Data> } | { readonly granted: false; readonly contended: Contended<Ticket> };
 
 /** Result of a successful {@link Backend.extend}. */
 export interface Extension {
@@ -128,27 +151,58 @@ export interface LockState {
   readonly lastToken?: bigint;
 }
 
-/** The interface every engine implements. See the module comment for the contract. */
-export interface Backend {
+/**
+ * The interface every engine implements. See the module comment for the contract and
+ * docs/architecture.md for the checklist of writing one.
+ */
+export interface Backend<Ticket = unknown, Data = unknown> {
   /** Short engine name used in errors and docs, e.g. `redis`. */
   readonly name: string;
   readonly capabilities: Capabilities;
-  tryAcquire(req: AcquireRequest): Promise<AcquireResult>;
-  waitForChange(lockId: string, ticket: unknown, signal: AbortSignal): Promise<void>;
-  /** Abandon a queue position left by a contended attempt. Idempotent, never throws for a missing entry. */
-  cancel(req: AcquireRequest, ticket: unknown): Promise<void>;
-  extend(grant: Grant, ttlMs: number): Promise<Extension>;
-  release(grant: Grant): Promise<boolean>;
+  tryAcquire(req: AcquireRequest<Ticket>): Promise<AcquireResult<Ticket, Data>>;
+  waitForChange(lockId: string, ticket: Ticket | undefined, signal: AbortSignal): Promise<void>;
+  /**
+   * Abandon an acquisition: remove the queue position `ticket` (when given) and, when
+   * `req.freshOwner`, best effort any hold or queue entry of `req.ownerId` that an attempt
+   * whose reply was lost may have left on the server. Idempotent, never throws for a
+   * missing entry.
+   */
+  cancel(req: AcquireRequest<Ticket>, ticket: Ticket | undefined): Promise<void>;
+  extend(grant: Grant<Data>, ttlMs: number): Promise<Extension>;
+  release(grant: Grant<Data>): Promise<boolean>;
   inspect(lockId: string): Promise<LockState>;
   /** Close connections. Leases not released expire on the server by their ttl. */
   close(): Promise<void>;
-  /**
-   * Optional, for crash simulation (`abandon()` in `locksmith/testing`): drop connections
-   * WITHOUT the clean-up a graceful close does (a ZooKeeper close deletes ephemeral nodes at
-   * once; a crash leaves them until the session expires). Defaults to `close()`.
-   */
-  abandon?(): Promise<void>;
 }
+
+/**
+ * Testing only (`abandon()` in `locksmith/testing`): a backend that can drop its
+ * connections WITHOUT the clean-up a graceful close does (a ZooKeeper close deletes
+ * ephemeral nodes at once; a crash leaves them until the session expires) implements this.
+ * Not part of the production contract; backends without it are simply closed.
+ */
+export interface Abandonable {
+  abandon(): Promise<void>;
+}
+
+/** True when `backend` implements the testing-only {@link Abandonable} hook. */
+export function isAbandonable(backend: object): backend is Abandonable {
+  return typeof (backend as Partial<Abandonable>).abandon === 'function';
+}
+
+/** Options passed from `createLocker` to a backend factory. */
+export interface ConnectOptions {
+  /** Upper bound for the backend's first connection before `BackendUnavailableError`. */
+  readonly connectTimeoutMs?: number;
+  /**
+   * Aborted when nobody waits for the connection any more (the locker was closed). A
+   * factory stops connecting and releases what it opened; the core has already given up.
+   */
+  readonly signal?: AbortSignal;
+}
+
+/** What each `src/backends/<engine>/index.ts` exports as `createBackend`. */
+export type BackendFactory = (url: URL, options: ConnectOptions) => Backend | Promise<Backend>;
 
 /** Upper bound on a lockId's UTF-8 length; every backend accepts at least this much. */
 export const MAX_LOCK_ID_BYTES = 1024;

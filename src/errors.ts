@@ -14,7 +14,8 @@ export type ErrorCode =
   | 'QUORUM_FAILED'
   | 'LOCKER_CLOSED'
   | 'STALE_TOKEN'
-  | 'UNSUPPORTED';
+  | 'UNSUPPORTED'
+  | 'DRIVER_MISSING';
 
 /** Base class of every locksmith error. */
 export class LocksmithError extends Error {
@@ -68,12 +69,25 @@ export type LossReason =
  */
 export class LockLostError extends LocksmithError {
   readonly reason: LossReason;
-  constructor(lockId: string, reason: LossReason, options: { cause?: unknown; context?: Record<string, unknown> } = {}) {
+  /**
+   * From `withLock`: what the callback returned although the lock was lost while it ran
+   * (undefined otherwise). The work happened; whether it happened alone is not known.
+   */
+  readonly result: unknown;
+  constructor(lockId: string, reason: LossReason, options: { cause?: unknown; context?: Record<string, unknown>; result?: unknown } = {}) {
     super('LOCK_LOST', `lock '${lockId}' was lost (${reason})`, {
-      ...options,
+      ...(options.cause === undefined ? {} : { cause: options.cause }),
       context: { lockId, reason, ...(options.context ?? {}) },
     });
     this.reason = reason;
+    this.result = options.result;
+  }
+
+  /** The same loss, carrying the result of the work that ran under the lock. */
+  withResult(result: unknown): LockLostError {
+    const lockId = typeof this.context.lockId === 'string' ? this.context.lockId : '';
+    const { lockId: _id, reason: _reason, ...rest } = this.context;
+    return new LockLostError(lockId, this.reason, { cause: this.cause, context: rest, result });
   }
 }
 
@@ -131,6 +145,22 @@ export class StaleTokenError extends LocksmithError {
 export class UnsupportedError extends LocksmithError {
   constructor(backend: string, feature: string) {
     super('UNSUPPORTED', `the ${backend} backend does not support ${feature}`, { context: { backend, feature } });
+  }
+}
+
+/**
+ * The backend's driver library (an optional peer dependency) is not installed. The message
+ * says what to install, e.g. `npm i ioredis`.
+ */
+export class DriverMissingError extends LocksmithError {
+  /** The npm package to install. */
+  readonly driver: string;
+  constructor(backend: string, driver: string, options: { cause?: unknown } = {}) {
+    super('DRIVER_MISSING', `the ${backend} backend needs the '${driver}' package: npm i ${driver}`, {
+      ...options,
+      context: { backend, driver },
+    });
+    this.driver = driver;
   }
 }
 

@@ -9,11 +9,12 @@
  * ```
  */
 export { createLocker, Locker, type ReadWriteLock, type Semaphore } from './locker.js';
+export { Election, type ElectionOptions, type LeaderInfo, type Leadership } from './election.js';
 export { Lock } from './lock.js';
 export { instrumentPrometheus, type PrometheusOptions } from './metrics.js';
 export { instrumentTracing, type TracerLike, type SpanLike } from './tracing.js';
 export { FencedResource, type FencedResourceOptions } from './fencing.js';
-export { DEFAULT_OPTIONS, type LockerOptions, type LockOptions, type TryLockOptions } from './options.js';
+export { DEFAULT_OPTIONS, minTtlMs, type LockerOptions, type LockOptions, type TryLockOptions, type WithLockOptions } from './options.js';
 export type { LockerEvents, LockerEventName, LockEventBase } from './events.js';
 export {
   LocksmithError,
@@ -26,6 +27,7 @@ export {
   LockerClosedError,
   StaleTokenError,
   UnsupportedError,
+  DriverMissingError,
   isLocksmithError,
   type ErrorCode,
   type LossReason,
@@ -43,5 +45,7 @@ export {
   type LockKind,
   type LockState,
   type HolderState,
+  type BackendFactory,
+  type ConnectOptions,
 } from './backend.js';
-export { supportedSchemes, hostList, type HostPort, type BackendFactory, type ConnectOptions } from './connect.js';
+export { supportedSchemes } from './connect.js';

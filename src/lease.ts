@@ -10,7 +10,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { Backend, Grant } from './backend.js';
-import { BackendUnavailableError, LockLostError, LocksmithError, type LossReason } from './errors.js';
+import { BackendUnavailableError, LockLostError, LockNotHeldError, LocksmithError, type LossReason } from './errors.js';
 
 /** Monotonic milliseconds (the clock `validUntil` is expressed in). */
 export const now = (): number => performance.now();
@@ -171,9 +171,13 @@ export class Lease {
     return p;
   }
 
-  /** A user-requested extension: rejects with the loss error when lost. */
+  /**
+   * A user-requested extension: rejects with the loss error when lost (also after the
+   * locker closed: the loss reason is then `closed`), `LockNotHeldError` after a release.
+   */
   async extend(ttlMs: number): Promise<void> {
-    if (this.#state === 'lost') throw this.#lossError ?? new LockLostError(this.grant.lockId, 'not-held');
+    if (this.#lossError) throw this.#lossError;
+    if (this.#state !== 'held') throw new LockNotHeldError(this.grant.lockId, `lock '${this.grant.lockId}' was released`);
     await this.#renew(ttlMs);
     // The renewal may have discovered the loss (state changes under the await).
     if ((this.state as LeaseState) === 'lost') throw this.#lossError ?? new LockLostError(this.grant.lockId, 'not-held');

@@ -3,7 +3,7 @@
  */
 import type { LockKind } from './backend.js';
 import { LockNotHeldError } from './errors.js';
-import type { Lease } from './lease.js';
+import { now, type Lease } from './lease.js';
 import { validateDuration } from './options.js';
 
 /**
@@ -49,9 +49,34 @@ export class Lock implements AsyncDisposable {
     return this.#lease.signal;
   }
 
-  /** Local monotonic deadline (`performance.now()` ms) up to which exclusivity is guaranteed. */
+  /**
+   * Local monotonic deadline (`performance.now()` ms, not wall-clock time) up to which
+   * exclusivity is guaranteed; it moves forward with every renewal. Most code wants
+   * {@link Lock.remainingMs} instead.
+   */
   get validUntil(): number {
     return this.#lease.validUntil;
+  }
+
+  /** Milliseconds of guaranteed exclusivity left (0 once released or lost). */
+  remainingMs(): number {
+    if (!this.held) return 0;
+    return Math.max(0, this.#lease.validUntil - now());
+  }
+
+  /**
+   * A JSON-safe view for logs: `token` as a decimal string (a bigint has no JSON form; use
+   * `BigInt(json.token)` to read it back, or `lock.token.toString()` directly).
+   */
+  toJSON(): { lockId: string; ownerId: string; kind: LockKind; token: string; held: boolean; remainingMs: number } {
+    return {
+      lockId: this.lockId,
+      ownerId: this.ownerId,
+      kind: this.kind,
+      token: this.token.toString(),
+      held: this.held,
+      remainingMs: Math.round(this.remainingMs()),
+    };
   }
 
   /** True while this handle is not released and the lease is valid. */

@@ -1,55 +1,38 @@
 /**
- * The Locker: lock / tryLock / withLock / readWriteLock / semaphore over any backend, and
- * the one wait loop every backend shares (Curator's LockInternals, written once).
+ * The Locker: lock / tryLock / withLock / readWriteLock / semaphore / election over any
+ * backend. The wait loop is in acquire.ts, re-entry in holds.ts, the lease in lease.ts.
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
-import type { AcquireRequest, Backend, LockKind, LockState } from './backend.js';
+import { isAbandonable, type Backend, type Grant, type LockKind, type LockState } from './backend.js';
 import { connect, parseBackendUrl } from './connect.js';
-import {
-  BackendUnavailableError,
-  InvalidArgumentError,
-  LockerClosedError,
-  LocksmithError,
-  LockTimeoutError,
-  UnsupportedError,
-  type LossReason,
-} from './errors.js';
+import { InvalidArgumentError, LockerClosedError, LockLostError, UnsupportedError } from './errors.js';
 import { TypedEmitter } from './events.js';
+import { Holds } from './holds.js';
 import { Lease, now } from './lease.js';
 import { Lock } from './lock.js';
+import { acquire, tryMode, waitMode, type AcquireHost, type AcquireMode } from './acquire.js';
+import { Election, type ElectionOptions } from './election.js';
 import {
   resolveCallSettings,
   resolveLockerOptions,
-  validateDuration,
   validateLockId,
   validatePermits,
   type CallSettings,
   type LockerOptions,
   type LockOptions,
   type TryLockOptions,
+  type WithLockOptions,
 } from './options.js';
+import { unavailable, withDeadline } from './backends/kit.js';
 
-/** Leases held by the current async call chain (nested withLock re-enters through this). */
-const chainHolds = new AsyncLocalStorage<ReadonlyMap<string, Lease>>();
-/** Marks an attempt aborted by its own timeout (as opposed to the user's signal or close). */
-const TIMEOUT = Symbol('locksmith.timeout');
 /** @internal The hook `abandon()` in `testing.ts` uses to simulate a crash. */
 export const kAbandon = Symbol('locksmith.abandon');
 
 let lockerSeq = 0;
 
-/** A random holder id: 20 bytes, as the Redlock seed asks for the random value. */
+/** A random holder id: 20 bytes, as the Redlock design asks for the random value. */
 export function randomOwnerId(): string {
   return randomBytes(20).toString('base64url');
-}
-
-interface AcquireMode {
-  /** false: one attempt, no queue entry left behind. */
-  readonly wait: boolean;
-  readonly timeoutMs: number | undefined;
-  /** What a timeout gives: a `LockTimeoutError` (lock) or `null` (tryLock with waitMs). */
-  readonly onTimeout: 'throw' | 'null';
 }
 
 /** The read and write sides of one read-write lock. */
@@ -59,7 +42,9 @@ export interface ReadWriteLock {
   read(options?: LockOptions): Promise<Lock>;
   /** Exclusive hold: alone. A waiting writer is not starved by a stream of readers. */
   write(options?: LockOptions): Promise<Lock>;
+  /** One attempt (or wait up to `waitMs`) for a shared hold; `null` when a writer holds or waits. */
   tryRead(options?: TryLockOptions): Promise<Lock | null>;
+  /** One attempt (or wait up to `waitMs`) for the exclusive hold; `null` when held. */
   tryWrite(options?: TryLockOptions): Promise<Lock | null>;
 }
 
@@ -67,7 +52,9 @@ export interface ReadWriteLock {
 export interface Semaphore {
   readonly lockId: string;
   readonly permits: number;
+  /** Wait for a permit (like `lock()`). */
   acquire(options?: LockOptions): Promise<Lock>;
+  /** One attempt (or wait up to `waitMs`) for a permit; `null` when all are taken. */
   tryAcquire(options?: TryLockOptions): Promise<Lock | null>;
 }
 
@@ -78,44 +65,63 @@ export interface Semaphore {
 export class Locker extends TypedEmitter {
   /** The resolved options (defaults filled in). */
   readonly options: LockerOptions;
-  readonly #id = ++lockerSeq;
   readonly #source: URL | Backend;
   #backend: Promise<Backend> | undefined;
   #closed = false;
   #closing: Promise<void> | undefined;
+  /** Aborted on close: a backend factory still connecting stops. */
   readonly #closeController = new AbortController();
+  /** Every waiting call's controller: close() aborts each (no listener per call on one signal). */
+  readonly #waits = new Set<AbortController>();
   readonly #pending = new Set<Promise<unknown>>();
   readonly #leases = new Set<Lease>();
-  readonly #byOwner = new Map<string, Lease>();
+  readonly #holds = new Holds(++lockerSeq);
+  readonly #host: AcquireHost;
 
   /** @internal Use {@link createLocker}. */
   constructor(source: URL | Backend, options: LockerOptions) {
     super();
     this.#source = source;
     this.options = options;
+    this.#host = this.#makeHost();
   }
 
   /** Wait until the lock is held (mutex). Rejects `LockTimeoutError` after `timeoutMs`. */
   lock(lockId: string, options?: LockOptions): Promise<Lock> {
-    return this.#acquire(lockId, 'mutex', 1, options, waitMode(options)) as Promise<Lock>;
+    return this.#acquire(lockId, 'mutex', 1, options, waitMode) as Promise<Lock>;
   }
 
   /** One attempt (or wait up to `waitMs`): the lock, or `null` when another holds it. */
   tryLock(lockId: string, options?: TryLockOptions): Promise<Lock | null> {
-    return this.#acquire(lockId, 'mutex', 1, options, tryMode(options));
+    return this.#acquire(lockId, 'mutex', 1, options, tryMode);
   }
 
-  /** Run `fn` holding the lock; release afterwards. Nested calls on the same lockId re-enter. */
-  async withLock<T>(lockId: string, fn: (lock: Lock) => Promise<T> | T, options?: LockOptions): Promise<T> {
+  /**
+   * Run `fn` holding the lock; release afterwards. If `fn` throws, its error is what
+   * `withLock` rejects with (a failed release is attached as `releaseError`). If the lock
+   * was lost while `fn` ran, rejects with `LockLostError` whose `result` is what `fn`
+   * returned (unless `rejectOnLoss: false`). Nested calls: see `LockOptions.reentrant`.
+   */
+  async withLock<T>(lockId: string, fn: (lock: Lock) => Promise<T> | T, options?: WithLockOptions): Promise<T> {
     if (typeof fn !== 'function') throw new InvalidArgumentError('fn', 'withLock needs a function');
+    const rejectOnLoss = resolveCallSettings(this.options, options).rejectOnLoss;
     const lock = await this.lock(lockId, options);
+    let outcome: { ok: true; value: T } | { ok: false; error: unknown };
     try {
-      const holds = new Map(chainHolds.getStore() ?? []);
-      holds.set(this.#holdKey('mutex', lock.lockId), lock.lease);
-      return await chainHolds.run(holds, () => fn(lock));
-    } finally {
-      await lock.release();
+      outcome = { ok: true, value: await this.#holds.run(lock.lease, () => fn(lock)) };
+    } catch (error) {
+      outcome = { ok: false, error };
     }
+    const lost: unknown = lock.signal.aborted ? lock.signal.reason : undefined;
+    try {
+      await lock.release();
+    } catch (releaseError) {
+      if (outcome.ok) throw releaseError;
+      attachReleaseError(outcome.error, releaseError);
+    }
+    if (!outcome.ok) throw outcome.error;
+    if (rejectOnLoss && lost instanceof LockLostError) throw lost.withResult(outcome.value);
+    return outcome.value;
   }
 
   /** A read-write lock named `lockId`. */
@@ -123,23 +129,29 @@ export class Locker extends TypedEmitter {
     const id = validateLockId(lockId);
     return {
       lockId: id,
-      read: (o) => this.#acquire(id, 'read', 1, o, waitMode(o)) as Promise<Lock>,
-      write: (o) => this.#acquire(id, 'write', 1, o, waitMode(o)) as Promise<Lock>,
-      tryRead: (o) => this.#acquire(id, 'read', 1, o, tryMode(o)),
-      tryWrite: (o) => this.#acquire(id, 'write', 1, o, tryMode(o)),
+      read: (o) => this.#acquire(id, 'read', 1, o, waitMode) as Promise<Lock>,
+      write: (o) => this.#acquire(id, 'write', 1, o, waitMode) as Promise<Lock>,
+      tryRead: (o) => this.#acquire(id, 'read', 1, o, tryMode),
+      tryWrite: (o) => this.#acquire(id, 'write', 1, o, tryMode),
     };
   }
 
   /** A semaphore named `lockId` with `permits` concurrent holders. */
-  semaphore(lockId: string, { permits }: { permits: number }): Semaphore {
+  semaphore(lockId: string, options: { permits: number }): Semaphore {
     const id = validateLockId(lockId);
-    const n = validatePermits(permits);
+    if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('permits', 'semaphore needs { permits }');
+    const n = validatePermits(options.permits);
     return {
       lockId: id,
       permits: n,
-      acquire: (o) => this.#acquire(id, 'semaphore', n, o, waitMode(o)) as Promise<Lock>,
-      tryAcquire: (o) => this.#acquire(id, 'semaphore', n, o, tryMode(o)),
+      acquire: (o) => this.#acquire(id, 'semaphore', n, o, waitMode) as Promise<Lock>,
+      tryAcquire: (o) => this.#acquire(id, 'semaphore', n, o, tryMode),
     };
+  }
+
+  /** A leader election named `name` (a lock with a leadership view); see docs/recipes/election.md. */
+  election(name: string, options?: ElectionOptions): Election {
+    return new Election(this, validateLockId(name, 'name'), options);
   }
 
   /** What the backend knows of `lockId`: holders, tokens, expiry, waiters. */
@@ -147,7 +159,11 @@ export class Locker extends TypedEmitter {
     const id = validateLockId(lockId);
     this.#assertOpen();
     const backend = await this.#getBackend();
-    return this.#wrapBackendErrors(backend, () => backend.inspect(id));
+    try {
+      return await backend.inspect(id);
+    } catch (err) {
+      throw unavailable(backend.name, `inspect of '${id}'`, err);
+    }
   }
 
   /** The backend's name and capabilities (connects if needed). */
@@ -167,14 +183,13 @@ export class Locker extends TypedEmitter {
    */
   close(): Promise<void> {
     if (this.#closing) return this.#closing;
-    this.#closed = true;
-    this.#closeController.abort(new LockerClosedError());
+    this.#stopEverything();
     this.#closing = (async () => {
       await Promise.allSettled([...this.#pending]);
       const leases = [...this.#leases];
       for (const lease of leases) lease.lose('closed');
       await Promise.allSettled(leases.map((l) => l.release()));
-      const backend = this.#backend ? await this.#backend.catch(() => undefined) : undefined;
+      const backend = await this.#connectedBackend();
       await backend?.close().catch(() => undefined);
     })();
     return this.#closing;
@@ -187,26 +202,38 @@ export class Locker extends TypedEmitter {
 
   /** @internal Simulate a crash: no more renewals, no releases, connections dropped. */
   async [kAbandon](): Promise<void> {
-    this.#closed = true;
-    this.#closeController.abort(new LockerClosedError());
+    this.#stopEverything();
     await Promise.allSettled([...this.#pending]);
     for (const lease of this.#leases) lease.abandon();
     this.#leases.clear();
-    this.#byOwner.clear();
-    const backend = this.#backend ? await this.#backend.catch(() => undefined) : undefined;
-    await (backend?.abandon ? backend.abandon() : backend?.close())?.catch(() => undefined);
+    this.#holds.clear();
+    const backend = await this.#connectedBackend();
+    if (!backend) return;
+    await (isAbandonable(backend) ? backend.abandon() : backend.close()).catch(() => undefined);
+  }
+
+  #stopEverything(): void {
+    this.#closed = true;
+    const closed = new LockerClosedError();
+    this.#closeController.abort(closed);
+    for (const c of [...this.#waits]) c.abort(closed);
+  }
+
+  async #connectedBackend(): Promise<Backend | undefined> {
+    return this.#backend ? this.#backend.catch(() => undefined) : undefined;
   }
 
   #assertOpen(): void {
     if (this.#closed) throw new LockerClosedError();
   }
 
+  /** The backend; the first call connects (bounded by `connectTimeoutMs` and close()). */
   #getBackend(): Promise<Backend> {
     if (!this.#backend) {
       const source = this.#source;
       const p =
         source instanceof URL
-          ? withTimeout(connect(source, { connectTimeoutMs: this.options.connectTimeoutMs }), this.options.connectTimeoutMs, source)
+          ? connect(source, { connectTimeoutMs: this.options.connectTimeoutMs, signal: this.#closeController.signal })
           : Promise.resolve(source);
       this.#backend = p;
       // A failed connection is retried by the next call instead of being cached forever.
@@ -217,180 +244,77 @@ export class Locker extends TypedEmitter {
     return this.#backend;
   }
 
-  async #wrapBackendErrors<T>(backend: Backend, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw asLocksmithError(backend, err);
-    }
-  }
-
-  #holdKey(kind: LockKind, lockId: string): string {
-    return `${this.#id}\0${kind}\0${lockId}`;
-  }
-
-  /** Re-enter a hold of this chain or of the same explicit owner, if there is one. */
-  #reenter(lockId: string, kind: LockKind, owner: string | undefined): Lock | undefined {
-    if (kind === 'semaphore') return undefined;
-    const fromChain = chainHolds.getStore()?.get(this.#holdKey(kind, lockId));
-    const lease = fromChain?.valid ? fromChain : owner === undefined ? undefined : this.#byOwner.get(`${kind}\0${lockId}\0${owner}`);
-    if (!lease?.valid) return undefined;
-    lease.retain();
-    const lock = new Lock(lease, true, (l) => this.#releaseHandle(l));
-    this.emit('acquired', { lockId, ownerId: lease.grant.ownerId, kind, token: lease.grant.token, waitedMs: 0, reentered: true });
-    return lock;
-  }
-
-  #checkCapabilities(backend: Backend, kind: LockKind, s: CallSettings): void {
-    const c = backend.capabilities;
-    if ((kind === 'read' || kind === 'write') && !c.shared) throw new UnsupportedError(backend.name, 'read-write locks');
-    if (kind === 'semaphore' && !c.permits) throw new UnsupportedError(backend.name, 'semaphores');
-    if (s.fair && !c.fair) throw new UnsupportedError(backend.name, 'fair mode');
-    if (s.lockDelayMs > 0 && !c.lockDelay) throw new UnsupportedError(backend.name, 'lockDelayMs');
-  }
-
-  #acquire(lockId: string, kind: LockKind, permits: number, options: LockOptions | TryLockOptions | undefined, mode: AcquireMode | Error): Promise<Lock | null> {
-    const p = this.#acquireInner(lockId, kind, permits, options, mode);
-    this.#pending.add(p);
-    void p.then(
-      () => this.#pending.delete(p),
-      () => this.#pending.delete(p),
-    );
-    return p;
-  }
-
-  async #acquireInner(
-    rawLockId: string,
+  #acquire(
+    lockId: string,
     kind: LockKind,
     permits: number,
     options: LockOptions | TryLockOptions | undefined,
-    mode: AcquireMode | Error,
+    mode: (s: CallSettings) => AcquireMode,
   ): Promise<Lock | null> {
-    if (mode instanceof Error) throw mode;
-    this.#assertOpen();
-    const lockId = validateLockId(rawLockId);
-    const s = resolveCallSettings(this.options, options);
-    s.signal?.throwIfAborted();
-
-    const again = this.#reenter(lockId, kind, s.owner);
-    if (again) return again;
-
-    const backend = await this.#getBackend();
-    this.#checkCapabilities(backend, kind, s);
-    const ownerId = s.owner ?? randomOwnerId();
-    const started = now();
-
-    // One controller for every way the wait can end: the user's signal, a timeout, close().
-    const attempt = new AbortController();
-    const forward = (source: AbortSignal) => () => attempt.abort(source.reason);
-    const onUserAbort = s.signal ? forward(s.signal) : undefined;
-    const onClose = forward(this.#closeController.signal);
-    if (s.signal && onUserAbort) s.signal.addEventListener('abort', onUserAbort, { once: true });
-    this.#closeController.signal.addEventListener('abort', onClose, { once: true });
-    // Either may have fired while the backend was connecting; a listener added now would never run.
-    if (this.#closeController.signal.aborted) attempt.abort(this.#closeController.signal.reason);
-    else if (s.signal?.aborted) attempt.abort(s.signal.reason);
-    // Ref'd on purpose: a caller awaiting a lock keeps the process alive; cleared when the wait ends.
-    const timer = mode.timeoutMs === undefined ? undefined : setTimeout(() => attempt.abort(TIMEOUT), mode.timeoutMs);
-
-    let ticket: unknown;
-    let lease: Lease | undefined;
-    let earlyLoss: { reason: LossReason; cause: unknown } | undefined;
-    const onLost = (reason: 'not-held' | 'session', cause?: unknown): void => {
-      if (lease) lease.lose(reason, cause);
-      else earlyLoss = { reason, cause };
+    const p = (async () => {
+      this.#assertOpen();
+      const id = validateLockId(lockId);
+      const settings = resolveCallSettings(this.options, options);
+      settings.signal?.throwIfAborted();
+      const ownerId = settings.owner ?? randomOwnerId();
+      return acquire(this.#host, { lockId: id, kind, permits, settings, mode: mode(settings), ownerId });
+    })();
+    this.#pending.add(p);
+    const forget = (): void => {
+      this.#pending.delete(p);
     };
-    const request = (): AcquireRequest => ({
-      lockId,
-      kind,
-      permits,
-      ownerId,
-      ttlMs: s.ttlMs,
-      fair: s.fair,
-      lockDelayMs: s.lockDelayMs,
-      wait: mode.wait,
-      ticket,
-      onLost,
-    });
-
-    try {
-      let announced = false;
-      for (;;) {
-        if (attempt.signal.aborted) throw attempt.signal.reason;
-        const sentAt = now();
-        const result = await backend.tryAcquire(request());
-        if (result.granted) {
-          const grant = result.grant;
-          ticket = undefined;
-          if (attempt.signal.aborted) {
-            // Granted after the caller gave up: hand it straight back.
-            await backend.release(grant).catch(() => undefined);
-            throw attempt.signal.reason;
-          }
-          const candidate = new Lease(backend, grant, sentAt, { ...s, driftFactor: this.options.driftFactor }, this.#leaseHooks());
-          if (!candidate.valid) {
-            // The grant took longer than its own validity (Redlock's negative validity).
-            await backend.release(grant).catch(() => undefined);
-            if (!mode.wait) return null;
-            await raceAbort(backend.waitForChange(lockId, undefined, attempt.signal), attempt.signal);
-            continue;
-          }
-          lease = candidate;
-          this.#leases.add(lease);
-          if (s.owner !== undefined) this.#byOwner.set(`${kind}\0${lockId}\0${s.owner}`, lease);
-          lease.start();
-          if (earlyLoss) lease.lose(earlyLoss.reason, earlyLoss.cause);
-          this.emit('acquired', { lockId, ownerId, kind, token: grant.token, waitedMs: now() - started, reentered: grant.reentered });
-          return new Lock(lease, grant.reentered, (l) => this.#releaseHandle(l));
-        }
-        ticket = result.contended.ticket;
-        if (!mode.wait) return null;
-        if (!announced) {
-          announced = true;
-          this.emit('waiting', { lockId, ownerId, kind });
-        }
-        await raceAbort(backend.waitForChange(lockId, ticket, attempt.signal), attempt.signal);
-      }
-    } catch (err) {
-      if (ticket !== undefined) {
-        const t = ticket;
-        ticket = undefined;
-        await backend.cancel(request(), t).catch(() => undefined);
-        void t;
-      }
-      if (attempt.signal.aborted) {
-        const reason: unknown = attempt.signal.reason;
-        if (reason === TIMEOUT) {
-          if (mode.onTimeout === 'null') return null;
-          throw new LockTimeoutError(lockId, mode.timeoutMs ?? 0);
-        }
-        throw reason;
-      }
-      throw asLocksmithError(backend, err);
-    } finally {
-      clearTimeout(timer);
-      if (s.signal && onUserAbort) s.signal.removeEventListener('abort', onUserAbort);
-      this.#closeController.signal.removeEventListener('abort', onClose);
-    }
+    p.then(forget, forget);
+    return p;
   }
 
-  #leaseHooks() {
+  #makeHost(): AcquireHost {
     return {
-      onExtended: (lease: Lease) => {
+      driftFactor: this.options.driftFactor,
+      holds: this.#holds,
+      backend: (signal) => withDeadline(this.#getBackend(), { signal }),
+      checkCapabilities: checkCapabilities,
+      track: (c) => {
+        this.#waits.add(c);
+        if (this.#closed) c.abort(new LockerClosedError());
+        return () => this.#waits.delete(c);
+      },
+      lease: (backend, grant, sentAt, s) => this.#newLease(backend, grant, sentAt, s),
+      adopt: (lease, owner) => {
+        this.#leases.add(lease);
+        this.#holds.rememberOwner(lease, owner);
+      },
+      handle: (lease, reentered, done) =>
+        new Lock(lease, reentered, async (l) => {
+          try {
+            await this.#releaseHandle(l);
+          } finally {
+            done?.();
+          }
+        }),
+      waiting: (lockId, ownerId, kind) => this.emit('waiting', { lockId, ownerId, kind }),
+      acquired: (lease, waitedMs, reentered) => {
+        const g = lease.grant;
+        this.emit('acquired', { lockId: g.lockId, ownerId: g.ownerId, kind: g.kind, token: g.token, waitedMs, reentered });
+      },
+    };
+  }
+
+  #newLease(backend: Backend, grant: Grant, sentAt: number, s: CallSettings): Lease {
+    const settings = { ttlMs: s.ttlMs, autoExtend: s.autoExtend, driftFactor: this.options.driftFactor };
+    return new Lease(backend, grant, sentAt, settings, {
+      onExtended: (lease) => {
         const g = lease.grant;
         this.emit('extended', { lockId: g.lockId, ownerId: g.ownerId, kind: g.kind, token: g.token, validUntil: lease.validUntil });
       },
-      onLost: (lease: Lease, error: import('./errors.js').LockLostError) => {
+      onLost: (lease, error) => {
         const g = lease.grant;
         this.emit('lost', { lockId: g.lockId, ownerId: g.ownerId, kind: g.kind, token: g.token, error });
       },
-      onEnded: (lease: Lease) => {
+      onEnded: (lease) => {
         this.#leases.delete(lease);
-        const g = lease.grant;
-        const key = `${g.kind}\0${g.lockId}\0${g.ownerId}`;
-        if (this.#byOwner.get(key) === lease) this.#byOwner.delete(key);
+        this.#holds.forget(lease);
       },
-    };
+    });
   }
 
   async #releaseHandle(lock: Lock): Promise<void> {
@@ -401,86 +325,30 @@ export class Locker extends TypedEmitter {
     if (!wasHeld || (lease.state as string) !== 'released') return;
     const released = await lease.release();
     const g = lease.grant;
-    this.emit('released', { lockId: g.lockId, ownerId: g.ownerId, kind: g.kind, token: g.token, heldMs: now() - lease.acquiredAt, released });
-  }
-}
-
-function waitMode(options: LockOptions | undefined): AcquireMode | Error {
-  try {
-    const t = options?.timeoutMs;
-    return { wait: true, timeoutMs: t === undefined ? undefined : validateDuration(t, 'timeoutMs', true), onTimeout: 'throw' };
-  } catch (err) {
-    return err as Error;
-  }
-}
-
-function tryMode(options: TryLockOptions | undefined): AcquireMode | Error {
-  try {
-    const w = options?.waitMs;
-    const waitMs = w === undefined ? 0 : validateDuration(w, 'waitMs', true);
-    return waitMs === 0 ? { wait: false, timeoutMs: undefined, onTimeout: 'null' } : { wait: true, timeoutMs: waitMs, onTimeout: 'null' };
-  } catch (err) {
-    return err as Error;
-  }
-}
-
-/** Resolve/reject with `p`, or reject with the signal's reason as soon as it aborts. */
-function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    p.catch(() => undefined);
-    return Promise.reject(signal.reason);
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e);
-      },
-    );
-  });
-}
-
-function asLocksmithError(backend: Backend, err: unknown): LocksmithError {
-  if (err instanceof LocksmithError) return err;
-  const message = err instanceof Error ? err.message : String(err);
-  return new BackendUnavailableError(backend.name, `${backend.name} backend error: ${message}`, { cause: err });
-}
-
-async function withTimeout(p: Promise<Backend>, ms: number, url: URL): Promise<Backend> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new BackendUnavailableError(url.protocol.slice(0, -1), `could not connect to ${redact(url)} within ${ms} ms`)),
-      ms,
-    );
-    timer.unref();
-  });
-  try {
-    return await Promise.race([p, timeout]);
-  } catch (err) {
-    // A backend that connects after we gave up must not leak its connections.
-    p.then((b) => b.close(), () => undefined).catch(() => undefined);
-    if (err instanceof LocksmithError) throw err;
-    throw new BackendUnavailableError(url.protocol.slice(0, -1), `could not connect to ${redact(url)}: ${err instanceof Error ? err.message : String(err)}`, {
-      cause: err,
+    this.emit('released', {
+      lockId: g.lockId,
+      ownerId: g.ownerId,
+      kind: g.kind,
+      token: g.token,
+      heldMs: now() - lease.acquiredAt,
+      released,
     });
-  } finally {
-    clearTimeout(timer);
   }
 }
 
-/** A URL without its password, for messages. */
-export function redact(url: URL): string {
-  if (!url.password) return url.href;
-  const copy = new URL(url.href);
-  copy.password = '***';
-  return copy.href;
+function checkCapabilities(backend: Backend, kind: LockKind, s: CallSettings): void {
+  const c = backend.capabilities;
+  if ((kind === 'read' || kind === 'write') && !c.shared) throw new UnsupportedError(backend.name, 'read-write locks');
+  if (kind === 'semaphore' && !c.permits) throw new UnsupportedError(backend.name, 'semaphores');
+  if (s.fair && !c.fair) throw new UnsupportedError(backend.name, 'fair mode');
+  if (s.lockDelayMs > 0 && !c.lockDelay) throw new UnsupportedError(backend.name, 'lockDelayMs');
+}
+
+/** Keep the callback's error; hang the release failure on it where it can carry one. */
+function attachReleaseError(error: unknown, releaseError: unknown): void {
+  if (typeof error === 'object' && error !== null && Object.isExtensible(error)) {
+    Object.defineProperty(error, 'releaseError', { value: releaseError, enumerable: false, configurable: true, writable: true });
+  }
 }
 
 /**
@@ -488,7 +356,7 @@ export function redact(url: URL): string {
  *
  * @param urlOrBackend a backend URL (`memory://`, `redis://host:port`, `zookeeper://h1,h2/chroot`,
  *   `cassandra://h1,h2/keyspace`, …) or a {@link Backend} instance (the locker takes ownership
- *   and closes it). Defaults to `$LOCKSMITH_BACKEND`, else `memory://`.
+ *   and closes it). Defaults to `$LOCKSMITH_BACKEND`, else `memory://` (in-process only).
  * @param options lease defaults, see {@link LockerOptions}.
  * @throws InvalidArgumentError for a malformed URL, an unknown scheme or bad options.
  */

@@ -4,20 +4,24 @@
  */
 import { MAX_LOCK_ID_BYTES } from './backend.js';
 import { InvalidArgumentError } from './errors.js';
+import { lossGuardMs, validityDeadline } from './lease.js';
 
 /** Options of a locker; every lock call may override the lease-related ones. */
 export interface LockerOptions {
-  /** Lease length in ms. Default 10 000. */
+  /** Lease length in ms (the minimum depends on `driftFactor`: see {@link minTtlMs}). @default 10000 */
   readonly ttlMs: number;
-  /** Renew the lease automatically at a third of the ttl. Default true. */
+  /** Renew the lease automatically at a third of the ttl. @default true */
   readonly autoExtend: boolean;
-  /** Grant in arrival order (FIFO). Default false. */
+  /** Grant in arrival order (FIFO). @default false */
   readonly fair: boolean;
-  /** After a holder vanishes without releasing, nobody gets the lock for this long. Default 0. */
+  /** After a holder vanishes without releasing, nobody gets the lock for this long (ms). @default 0 */
   readonly lockDelayMs: number;
-  /** Clock drift allowance as a fraction of the ttl (plus 2 ms), as in Redlock. Default 0.01. */
+  /** Clock drift allowance as a fraction of the ttl (plus 2 ms), as in Redlock; in [0, 0.5). @default 0.01 */
   readonly driftFactor: number;
-  /** Bound on the first connection to the backend. Default 10 000. */
+  /**
+   * Bound on connecting to the backend (ms). A waiting call gives up earlier if its own
+   * `timeoutMs`, its signal or `close()` says so. @default 10000
+   */
   readonly connectTimeoutMs: number;
 }
 
@@ -31,34 +35,85 @@ export const DEFAULT_OPTIONS: LockerOptions = Object.freeze({
   connectTimeoutMs: 10_000,
 });
 
-/** Per-call options of `lock()`, `read()`, `write()`, `acquire()`. */
+/** Per-call options of `lock()`, `read()`, `write()`, `acquire()` and `withLock()`. */
 export interface LockOptions {
-  /** Give up after this long with `LockTimeoutError`. Default: wait until aborted. */
+  /**
+   * Give up after this long with `LockTimeoutError`. `0` makes exactly one attempt (a free
+   * lock is granted; a held one rejects at once). `waitMs` is an alias.
+   * @default undefined (wait until aborted)
+   */
   readonly timeoutMs?: number;
+  /** Alias of `timeoutMs` (the name `tryLock` uses). Give one or the other. */
+  readonly waitMs?: number;
   /** Abort the wait; the call rejects with `signal.reason` unchanged. */
   readonly signal?: AbortSignal;
+  /** Lease length of this hold in ms. @default the locker's `ttlMs` */
   readonly ttlMs?: number;
+  /** Renew the lease at a third of the ttl. @default the locker's `autoExtend` */
   readonly autoExtend?: boolean;
+  /** Grant in arrival order. @default the locker's `fair` */
   readonly fair?: boolean;
+  /** Block the lock this long after a holder vanishes without releasing. @default the locker's `lockDelayMs` */
   readonly lockDelayMs?: number;
   /**
    * Explicit owner id: a second acquisition with the same owner re-enters (counted)
    * instead of waiting, within this locker and, on backends with server-side reentrancy,
-   * across clients.
+   * across clients. Whoever uses the same owner id IS the same holder.
+   * @default a random id per acquisition
    */
   readonly owner?: string;
+  /**
+   * What a nested acquisition does when the enclosing `withLock` callback (in this async
+   * context, on this locker) already holds the same lock:
+   * - `true`: re-enter the hold (same token, counted). Re-entries of one hold run one at a
+   *   time, so `Promise.all` siblings never overlap; use it only for calls the holder
+   *   awaits (work forked and not awaited would overlap the rest of the callback);
+   * - `false`: wait for the lock like any other caller (for forked work);
+   * - unset: reject at once with `InvalidArgumentError` (argument `reentrant`) instead of
+   *   deadlocking or silently overlapping. See docs/recipes/mutex.md, "Re-entry".
+   * @default undefined
+   */
+  readonly reentrant?: boolean;
 }
 
 /** Per-call options of `tryLock()`, `tryRead()`, `tryWrite()`, `tryAcquire()`. */
-export interface TryLockOptions extends Omit<LockOptions, 'timeoutMs'> {
-  /** Wait at most this long (then resolve `null`). Default 0: one attempt. */
+export interface TryLockOptions extends LockOptions {
+  /**
+   * Wait at most this long, then resolve `null`. `timeoutMs` is an alias.
+   * @default 0 (one attempt)
+   */
   readonly waitMs?: number;
 }
+
+/** Options of `withLock()`. */
+export interface WithLockOptions extends LockOptions {
+  /**
+   * When the lock is lost while the callback runs, reject with `LockLostError` (its
+   * `result` holds what the callback returned). `false` resolves with the result anyway.
+   * @default true
+   */
+  readonly rejectOnLoss?: boolean;
+}
+
+const CALL_KEYS: ReadonlySet<string> = new Set([
+  'timeoutMs',
+  'waitMs',
+  'signal',
+  'ttlMs',
+  'autoExtend',
+  'fair',
+  'lockDelayMs',
+  'owner',
+  'reentrant',
+  'rejectOnLoss',
+]);
+const LOCKER_KEYS: ReadonlySet<string> = new Set(['ttlMs', 'autoExtend', 'fair', 'lockDelayMs', 'driftFactor', 'connectTimeoutMs']);
 
 /** setTimeout's limit; longer durations would fire at once. */
 const MAX_DURATION_MS = 2_147_483_647;
 const MAX_OWNER_BYTES = 256;
 
+/** A lock id: a non-empty string of at most `MAX_LOCK_ID_BYTES` UTF-8 bytes. */
 export function validateLockId(lockId: unknown, argument = 'lockId'): string {
   if (typeof lockId !== 'string') {
     throw new InvalidArgumentError(argument, `${argument} must be a string, got ${describe(lockId)}`);
@@ -87,6 +142,7 @@ export function validateDuration(value: unknown, argument: string, allowZero = f
   return Math.ceil(value);
 }
 
+/** Semaphore permits: an integer ≥ 1. */
 export function validatePermits(value: unknown): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
     throw new InvalidArgumentError('permits', `permits must be an integer ≥ 1, got ${describe(value)}`);
@@ -94,6 +150,7 @@ export function validatePermits(value: unknown): number {
   return value;
 }
 
+/** An explicit owner id: a non-empty string of at most 256 UTF-8 bytes. */
 export function validateOwner(value: unknown): string {
   if (typeof value !== 'string' || value.length === 0) {
     throw new InvalidArgumentError('owner', `owner must be a non-empty string, got ${describe(value)}`);
@@ -109,10 +166,47 @@ function validateBoolean(value: unknown, argument: string): boolean {
   return value;
 }
 
+/** An optional AbortSignal. */
 export function validateSignal(value: unknown): AbortSignal | undefined {
   if (value === undefined) return undefined;
   if (!(value instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'signal must be an AbortSignal');
   return value;
+}
+
+/**
+ * The shortest ttl whose validity stays positive after the drift allowance and the loss
+ * guard (see lease.ts): below it a grant would be lost before it was usable.
+ */
+export function minTtlMs(driftFactor: number): number {
+  let ttl = minTtlCache.get(driftFactor);
+  if (ttl !== undefined) return ttl;
+  ttl = 1;
+  while (validityDeadline(0, ttl, driftFactor) - lossGuardMs(ttl) < 1) ttl += 1;
+  minTtlCache.set(driftFactor, ttl);
+  return ttl;
+}
+const minTtlCache = new Map<number, number>();
+
+function validateTtl(value: unknown, driftFactor: number): number {
+  const ttl = validateDuration(value, 'ttlMs');
+  const min = minTtlMs(driftFactor);
+  if (ttl < min) {
+    throw new InvalidArgumentError(
+      'ttlMs',
+      `ttlMs ${ttl} leaves no valid lease after the drift allowance (ttl × ${driftFactor} + 2 ms) and the loss guard; the minimum is ${min} ms`,
+      { context: { minimum: min } },
+    );
+  }
+  return ttl;
+}
+
+/** Reject keys a JavaScript caller may have mistyped (`timeout`, `ttl`…). */
+function rejectUnknownKeys(o: object, known: ReadonlySet<string>, what: string): void {
+  for (const key of Object.keys(o)) {
+    if (!known.has(key)) {
+      throw new InvalidArgumentError(key, `unknown ${what} option '${key}' (known: ${[...known].join(', ')})`);
+    }
+  }
 }
 
 /** Merge and validate locker options over the defaults. */
@@ -120,13 +214,14 @@ export function resolveLockerOptions(input: Partial<LockerOptions> | undefined):
   if (input !== undefined && (typeof input !== 'object' || input === null)) {
     throw new InvalidArgumentError('options', 'options must be an object');
   }
+  rejectUnknownKeys(input ?? {}, LOCKER_KEYS, 'locker');
   const o = { ...DEFAULT_OPTIONS, ...stripUndefined(input ?? {}) };
   const driftFactor = o.driftFactor;
   if (typeof driftFactor !== 'number' || !Number.isFinite(driftFactor) || driftFactor < 0 || driftFactor >= 0.5) {
     throw new InvalidArgumentError('driftFactor', `driftFactor must be a number in [0, 0.5), got ${describe(driftFactor)}`);
   }
   return Object.freeze({
-    ttlMs: validateDuration(o.ttlMs, 'ttlMs'),
+    ttlMs: validateTtl(o.ttlMs, driftFactor),
     autoExtend: validateBoolean(o.autoExtend, 'autoExtend'),
     fair: validateBoolean(o.fair, 'fair'),
     lockDelayMs: validateDuration(o.lockDelayMs, 'lockDelayMs', true),
@@ -135,7 +230,7 @@ export function resolveLockerOptions(input: Partial<LockerOptions> | undefined):
   });
 }
 
-/** The lease settings of one call: the locker's, overridden by the call's. */
+/** The settings of one call: the locker's lease defaults, overridden by the call's. */
 export interface CallSettings {
   readonly ttlMs: number;
   readonly autoExtend: boolean;
@@ -143,20 +238,34 @@ export interface CallSettings {
   readonly lockDelayMs: number;
   readonly owner: string | undefined;
   readonly signal: AbortSignal | undefined;
+  /** The wait bound (`timeoutMs` or its alias `waitMs`), undefined when none was given. */
+  readonly waitBoundMs: number | undefined;
+  readonly reentrant: boolean | undefined;
+  readonly rejectOnLoss: boolean;
 }
 
-export function resolveCallSettings(base: LockerOptions, call: LockOptions | TryLockOptions | undefined): CallSettings {
+/** Validate one call's options (every key, every value) against the locker's defaults. */
+export function resolveCallSettings(base: LockerOptions, call: WithLockOptions | undefined): CallSettings {
   if (call !== undefined && (typeof call !== 'object' || call === null)) {
     throw new InvalidArgumentError('options', 'options must be an object');
   }
   const c = call ?? {};
+  rejectUnknownKeys(c, CALL_KEYS, 'lock');
+  const timeout = c.timeoutMs === undefined ? undefined : validateDuration(c.timeoutMs, 'timeoutMs', true);
+  const wait = c.waitMs === undefined ? undefined : validateDuration(c.waitMs, 'waitMs', true);
+  if (timeout !== undefined && wait !== undefined && timeout !== wait) {
+    throw new InvalidArgumentError('waitMs', `waitMs is an alias of timeoutMs; give one of them (got ${wait} and ${timeout})`);
+  }
   return {
-    ttlMs: c.ttlMs === undefined ? base.ttlMs : validateDuration(c.ttlMs, 'ttlMs'),
+    ttlMs: c.ttlMs === undefined ? base.ttlMs : validateTtl(c.ttlMs, base.driftFactor),
     autoExtend: c.autoExtend === undefined ? base.autoExtend : validateBoolean(c.autoExtend, 'autoExtend'),
     fair: c.fair === undefined ? base.fair : validateBoolean(c.fair, 'fair'),
     lockDelayMs: c.lockDelayMs === undefined ? base.lockDelayMs : validateDuration(c.lockDelayMs, 'lockDelayMs', true),
     owner: c.owner === undefined ? undefined : validateOwner(c.owner),
     signal: validateSignal(c.signal),
+    waitBoundMs: timeout ?? wait,
+    reentrant: c.reentrant === undefined ? undefined : validateBoolean(c.reentrant, 'reentrant'),
+    rejectOnLoss: c.rejectOnLoss === undefined ? true : validateBoolean(c.rejectOnLoss, 'rejectOnLoss'),
   };
 }
 

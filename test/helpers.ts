@@ -1,5 +1,8 @@
-/** Small helpers shared by the test files. */
-import type { Lock } from '../src/index.js';
+/** Helpers shared by every test file (one copy: conformance, engine tests, fault tests). */
+import { after } from 'node:test';
+import { createServer, type Server, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Lock, Locker } from '../src/index.js';
 
 /**
  * Resolve with `lock.signal.reason` once the lock's signal aborts. Lease timers are
@@ -22,4 +25,75 @@ export function lossOf(lock: Lock): Promise<unknown> {
       { once: true },
     );
   });
+}
+
+/** Resolve when `locker` emits `waiting` for `lockId` (the acquisition is queued). */
+export function waitingOn(locker: Locker, lockId: string): Promise<void> {
+  return new Promise((resolve) => {
+    const on = (e: { lockId: string }): void => {
+      if (e.lockId === lockId) {
+        locker.off('waiting', on);
+        resolve();
+      }
+    };
+    locker.on('waiting', on);
+  });
+}
+
+/**
+ * Retry `check` until it returns true (or stops throwing), at most `timeoutMs`; then fail
+ * with `what`. For conditions a test waits for, never for timings it asserts.
+ */
+export async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000, everyMs = 25): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      if (await check()) return;
+      last = undefined;
+    } catch (err) {
+      last = err;
+    }
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`, { cause: last });
+    await sleep(everyMs);
+  }
+}
+
+/**
+ * Start a server for the whole test file (top-level `await`) and stop it when the file's
+ * tests are done. The started server is returned directly, so test registration can use it.
+ */
+export async function useServer<S extends { stop(): Promise<void> }>(start: () => Promise<S>): Promise<S> {
+  const server = await start();
+  after(async () => {
+    await server.stop();
+  });
+  return server;
+}
+
+/** A TCP server on loopback that accepts connections and never answers (a black hole). */
+export interface BlackHole {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** Start a {@link BlackHole}. */
+export async function blackHole(): Promise<BlackHole> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((s) => {
+    sockets.add(s);
+    s.on('error', () => undefined);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  return {
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
 }

@@ -241,8 +241,9 @@ export async function startCassandra(opts: CassandraServerOptions = {}): Promise
         exited.catch(() => undefined);
         await Promise.race([
           exited,
-          waitFor(`cassandra node ${host}:${nativePort}`, async () =>
-            (await logHas(logFile, 'Starting listening for CQL clients')) && (await portOpen(host, nativePort)),
+          waitFor(
+            `cassandra node ${host}:${nativePort}`,
+            async () => (await logHas(logFile, 'Starting listening for CQL clients')) && (await portOpen(host, nativePort)),
             { timeoutMs, intervalMs: 250 },
           ),
         ]);
@@ -261,9 +262,7 @@ export async function startCassandra(opts: CassandraServerOptions = {}): Promise
     const [first, ...rest] = nodeStarters;
     if (!first) throw new Error('startCassandra: nodes must be ≥ 1');
     nodes.push(await makeNode('cassandra-1', first.host, nativePort, first.start));
-    const others = await Promise.all(
-      rest.map((n, i) => makeNode(`cassandra-${i + 2}`, n.host, nativePort, n.start)),
-    );
+    const others = await Promise.all(rest.map((n, i) => makeNode(`cassandra-${i + 2}`, n.host, nativePort, n.start)));
     nodes.push(...others);
     if (count > 1) {
       // Every node must see every other one as UP, or QUORUM would fail right after start.

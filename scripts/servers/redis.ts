@@ -33,7 +33,12 @@ export interface StartRedisOptions {
 const REDIS_SERVER = '/usr/bin/redis-server';
 
 /** Send one inline command over a raw socket; resolves with the reply once `complete` says so (default: the first line). */
-function rawCommand(port: number, command: string, timeoutMs = 2_000, complete: (reply: string) => boolean = (r) => r.includes('\r\n')): Promise<string> {
+function rawCommand(
+  port: number,
+  command: string,
+  timeoutMs = 2_000,
+  complete: (reply: string) => boolean = (r) => r.includes('\r\n'),
+): Promise<string> {
   return new Promise((resolve, reject) => {
     const sock = createConnection({ host: '127.0.0.1', port });
     let buf = '';
@@ -65,29 +70,47 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RunningS
   const dir = await makeDataDir('redis');
   const readyTimeoutMs = opts.readyTimeoutMs ?? 60_000;
   const args = [
-    '--port', String(port),
-    '--bind', '127.0.0.1',
-    '--save', '',
-    '--appendonly', 'no',
-    '--dir', dir,
-    '--daemonize', 'no',
-    '--protected-mode', 'no',
-    ...(opts.cluster ? ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'), '--cluster-announce-ip', '127.0.0.1'] : []),
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    dir,
+    '--daemonize',
+    'no',
+    '--protected-mode',
+    'no',
+    ...(opts.cluster
+      ? ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'), '--cluster-announce-ip', '127.0.0.1']
+      : []),
     ...(opts.extraArgs ?? []),
   ];
   const start = async () => {
     const child = await spawnServer(REDIS_SERVER, args, { logFile: join(dir, 'redis.log'), cwd: dir });
-    await waitFor(`redis-server on port ${port}`, async () => {
-      if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}; see ${dir}/redis.log`);
-      const reply = await rawCommand(port, 'PING');
-      return reply.startsWith('+PONG') || reply.includes('NOAUTH');
-    }, { timeoutMs: readyTimeoutMs, intervalMs: 50 });
+    await waitFor(
+      `redis-server on port ${port}`,
+      async () => {
+        if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}; see ${dir}/redis.log`);
+        const reply = await rawCommand(port, 'PING');
+        return reply.startsWith('+PONG') || reply.includes('NOAUTH');
+      },
+      { timeoutMs: readyTimeoutMs, intervalMs: 50 },
+    );
     if (opts.cluster) {
       // A restarted node keeps its slots in nodes.conf; ADDSLOTSRANGE then answers an error we ignore.
       await rawCommand(port, 'CLUSTER ADDSLOTSRANGE 0 16383');
-      await waitFor(`redis cluster state ok on port ${port}`, async () =>
-        (await rawCommand(port, 'CLUSTER INFO', 2_000, (r) => r.includes('cluster_state:') && r.endsWith('\r\n'))).includes('cluster_state:ok'),
-      { timeoutMs: readyTimeoutMs, intervalMs: 50 });
+      await waitFor(
+        `redis cluster state ok on port ${port}`,
+        async () =>
+          (await rawCommand(port, 'CLUSTER INFO', 2_000, (r) => r.includes('cluster_state:') && r.endsWith('\r\n'))).includes(
+            'cluster_state:ok',
+          ),
+        { timeoutMs: readyTimeoutMs, intervalMs: 50 },
+      );
     }
     return child;
   };

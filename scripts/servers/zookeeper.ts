@@ -69,7 +69,11 @@ export async function installZooKeeper(): Promise<void> {
  */
 export async function installCurator(): Promise<string> {
   await installZooKeeper();
-  await aptInstall(join(JAVA_DIR, 'curator-recipes.jar'), ['libcurator-recipes-java', 'libcurator-framework-java', 'libcurator-client-java']);
+  await aptInstall(join(JAVA_DIR, 'curator-recipes.jar'), [
+    'libcurator-recipes-java',
+    'libcurator-framework-java',
+    'libcurator-client-java',
+  ]);
   // Source-file mode (`java Foo.java`) needs the compiler module of a full JDK.
   await aptInstall('javac', ['openjdk-17-jdk-headless']);
   return ['curator-recipes.jar', 'curator-framework.jar', 'curator-client.jar', 'slf4j-nop.jar']

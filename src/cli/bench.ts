@@ -68,7 +68,12 @@ export async function benchUncontended(make: LockerFactory, iterations: number, 
 /**
  * Hand-off latency: A holds, B waits (queued), A releases at t0, B holds at t1; t1 − t0.
  */
-export async function benchHandoff(make: LockerFactory, iterations: number, fair = false, lockId = `bench:handoff:${Date.now()}`): Promise<Percentiles> {
+export async function benchHandoff(
+  make: LockerFactory,
+  iterations: number,
+  fair = false,
+  lockId = `bench:handoff:${Date.now()}`,
+): Promise<Percentiles> {
   const a = make();
   const b = make();
   try {

@@ -40,25 +40,31 @@ export function program(): Command {
     .option('--no-wait', 'one attempt: exit 75 at once if the lock is held')
     .option('--fair', 'FIFO order among waiters', false)
     .option('--grace <duration>', 'after SIGTERM on loss, SIGKILL after this long', '10s')
-    .action(async (lockId: string, command: string[], opts: { backend: string; ttl: string; wait: string | boolean; fair: boolean; grace: string }) => {
-      const waitMs = opts.wait === false ? 0 : typeof opts.wait === 'string' ? parseDuration(opts.wait, '--wait') : undefined;
-      const ttlMs = parseDuration(opts.ttl, '--ttl');
-      const graceMs = parseDuration(opts.grace, '--grace');
-      const locker = createLocker(opts.backend, { ttlMs });
-      try {
-        process.exitCode = await runWithLock(locker, {
-          lockId,
-          command,
-          ttlMs,
-          waitMs,
-          fair: opts.fair,
-          graceMs,
-          progress: (line) => process.stderr.write(`${line}\n`),
-        });
-      } finally {
-        await locker.close();
-      }
-    });
+    .action(
+      async (
+        lockId: string,
+        command: string[],
+        opts: { backend: string; ttl: string; wait: string | boolean; fair: boolean; grace: string },
+      ) => {
+        const waitMs = opts.wait === false ? 0 : typeof opts.wait === 'string' ? parseDuration(opts.wait, '--wait') : undefined;
+        const ttlMs = parseDuration(opts.ttl, '--ttl');
+        const graceMs = parseDuration(opts.grace, '--grace');
+        const locker = createLocker(opts.backend, { ttlMs });
+        try {
+          process.exitCode = await runWithLock(locker, {
+            lockId,
+            command,
+            ttlMs,
+            waitMs,
+            fair: opts.fair,
+            graceMs,
+            progress: (line) => process.stderr.write(`${line}\n`),
+          });
+        } finally {
+          await locker.close();
+        }
+      },
+    );
 
   cmd
     .command('status')
@@ -78,7 +84,9 @@ export function program(): Command {
         if (state.holders.length === 0) process.stdout.write('holder: (free)\n');
         for (const h of state.holders) {
           const exp = h.expiresInMs === undefined ? '' : `, expires in ${h.expiresInMs} ms`;
-          process.stdout.write(`holder: ${h.ownerId} (${h.kind}), token ${h.token}${exp}${h.count && h.count > 1 ? `, count ${h.count}` : ''}\n`);
+          process.stdout.write(
+            `holder: ${h.ownerId} (${h.kind}), token ${h.token}${exp}${h.count && h.count > 1 ? `, count ${h.count}` : ''}\n`,
+          );
         }
         process.stdout.write(`waiters: ${state.waiters}\n`);
         if (state.lastToken !== undefined) process.stdout.write(`last token: ${state.lastToken}\n`);
@@ -89,7 +97,7 @@ export function program(): Command {
 
   cmd
     .command('demo')
-    .description("the ATM scenario: withdrawals without a lock (the balance goes negative) and with one")
+    .description('the ATM scenario: withdrawals without a lock (the balance goes negative) and with one')
     .option('-b, --backend <url>', 'backend for the locked run', 'memory://demo')
     .action(async (opts: { backend: string }) => {
       const { unlocked, locked } = await runDemo({ backend: opts.backend });
@@ -105,21 +113,31 @@ export function program(): Command {
     .option('--duration <duration>', 'length of the hot-lock run', '5s')
     .option('--critical <duration>', 'critical section length', '2ms')
     .option('--fair', 'fair mode', false)
-    .action(async (opts: { backend: string; iterations: string; contenders: string; duration: string; critical: string; fair: boolean }) => {
-      const n = Number(opts.iterations);
-      const c = Number(opts.contenders);
-      if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('--iterations', '--iterations must be an integer ≥ 1');
-      if (!Number.isInteger(c) || c < 1) throw new InvalidArgumentError('--contenders', '--contenders must be an integer ≥ 1');
-      const make = (o?: object) => createLocker(opts.backend, { ...o });
-      const unc = await benchUncontended(make, n);
-      const hand = await benchHandoff(make, Math.min(n, 100), opts.fair);
-      const hot = await benchHot(make, c, parseDuration(opts.duration, '--duration'), parseDuration(opts.critical, '--critical'), opts.fair);
-      const row = { backend: opts.backend, fair: opts.fair, uncontended: unc, handoff: hand, hot };
-      process.stdout.write(`uncontended acquire+release: p50 ${unc.p50.toFixed(3)} ms, p99 ${unc.p99.toFixed(3)} ms\n`);
-      process.stdout.write(`hand-off: p50 ${hand.p50.toFixed(3)} ms, p99 ${hand.p99.toFixed(3)} ms\n`);
-      process.stdout.write(`hot lock, ${c} contenders: ${hot.opsPerSec.toFixed(1)} ops/s, Jain ${hot.jain.toFixed(3)}, longest streak ${hot.longestStreak}\n`);
-      process.stdout.write(`${JSON.stringify(row, (_k, x: unknown) => (typeof x === 'number' ? Math.round(x * 1000) / 1000 : x))}\n`);
-    });
+    .action(
+      async (opts: { backend: string; iterations: string; contenders: string; duration: string; critical: string; fair: boolean }) => {
+        const n = Number(opts.iterations);
+        const c = Number(opts.contenders);
+        if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('--iterations', '--iterations must be an integer ≥ 1');
+        if (!Number.isInteger(c) || c < 1) throw new InvalidArgumentError('--contenders', '--contenders must be an integer ≥ 1');
+        const make = (o?: object) => createLocker(opts.backend, { ...o });
+        const unc = await benchUncontended(make, n);
+        const hand = await benchHandoff(make, Math.min(n, 100), opts.fair);
+        const hot = await benchHot(
+          make,
+          c,
+          parseDuration(opts.duration, '--duration'),
+          parseDuration(opts.critical, '--critical'),
+          opts.fair,
+        );
+        const row = { backend: opts.backend, fair: opts.fair, uncontended: unc, handoff: hand, hot };
+        process.stdout.write(`uncontended acquire+release: p50 ${unc.p50.toFixed(3)} ms, p99 ${unc.p99.toFixed(3)} ms\n`);
+        process.stdout.write(`hand-off: p50 ${hand.p50.toFixed(3)} ms, p99 ${hand.p99.toFixed(3)} ms\n`);
+        process.stdout.write(
+          `hot lock, ${c} contenders: ${hot.opsPerSec.toFixed(1)} ops/s, Jain ${hot.jain.toFixed(3)}, longest streak ${hot.longestStreak}\n`,
+        );
+        process.stdout.write(`${JSON.stringify(row, (_k, x: unknown) => (typeof x === 'number' ? Math.round(x * 1000) / 1000 : x))}\n`);
+      },
+    );
   return cmd;
 }
 
@@ -139,7 +157,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       process.stderr.write(`locksmith: ${err.message}\n`);
       return EXIT.UNAVAILABLE;
     }
-    process.stderr.write(`locksmith: ${err instanceof LocksmithError ? `${err.code}: ` : ''}${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(
+      `locksmith: ${err instanceof LocksmithError ? `${err.code}: ` : ''}${err instanceof Error ? err.message : String(err)}\n`,
+    );
     return 1;
   }
 }

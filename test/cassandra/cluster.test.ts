@@ -14,9 +14,12 @@ import { startCassandra } from '../../scripts/servers/cassandra.js';
 let server: RunningServer | undefined;
 const lockers: Locker[] = [];
 
-before(async () => {
-  server = await startCassandra({ nodes: 3 });
-}, { timeout: 900_000 });
+before(
+  async () => {
+    server = await startCassandra({ nodes: 3 });
+  },
+  { timeout: 900_000 },
+);
 
 after(async () => {
   await Promise.allSettled(lockers.map((l) => l.close()));

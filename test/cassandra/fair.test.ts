@@ -30,9 +30,12 @@ let server: RunningServer | undefined;
 const opened: Array<{ close(): Promise<void> }> = [];
 const T = { timeout: 180_000 };
 
-before(async () => {
-  server = await startCassandra({ nodes: 1 });
-}, { timeout: 600_000 });
+before(
+  async () => {
+    server = await startCassandra({ nodes: 1 });
+  },
+  { timeout: 600_000 },
+);
 
 after(async () => {
   await Promise.allSettled(opened.map((o) => o.close()));
@@ -71,7 +74,11 @@ describe('cassandra: pure parts', () => {
   test('queue entries are the 20-digit zero-padded µs time followed by the owner, sorting by time then owner', () => {
     assert.equal(queueEntry(42n, 'abc'), '00000000000000000042abc');
     const entries = [queueEntry(1_700_000_000_000_001n, 'b'), queueEntry(999n, 'z'), queueEntry(1_700_000_000_000_001n, 'a')];
-    assert.deepEqual([...entries].sort(), [queueEntry(999n, 'z'), queueEntry(1_700_000_000_000_001n, 'a'), queueEntry(1_700_000_000_000_001n, 'b')]);
+    assert.deepEqual([...entries].sort(), [
+      queueEntry(999n, 'z'),
+      queueEntry(1_700_000_000_000_001n, 'a'),
+      queueEntry(1_700_000_000_000_001n, 'b'),
+    ]);
   });
 
   test('URL parsing: hosts, port, keyspace and defaults; bad parameters are InvalidArgumentError', () => {
@@ -82,7 +89,13 @@ describe('cassandra: pure parts', () => {
     assert.equal(s.consistency, 'quorum');
     assert.equal(s.algorithm, 'fair');
     assert.equal(parseCassandraUrl(new URL('cassandra://h/k?algorithm=shadow')).algorithm, 'shadow');
-    for (const bad of ['cassandra://h/k?algorithm=nope', 'cassandra://h/k?consistency=two', 'cassandra://h/k?shardSize=1', 'cassandra://h/k?bogus=1', 'cassandra://h/bad-keyspace']) {
+    for (const bad of [
+      'cassandra://h/k?algorithm=nope',
+      'cassandra://h/k?consistency=two',
+      'cassandra://h/k?shardSize=1',
+      'cassandra://h/k?bogus=1',
+      'cassandra://h/bad-keyspace',
+    ]) {
       assert.throws(() => parseCassandraUrl(new URL(bad)), InvalidArgumentError, bad);
     }
   });
@@ -98,54 +111,58 @@ describe('cassandra: connection failures', () => {
 });
 
 describe('cassandra: theorems of seed 000', () => {
-  test('theorem 1 under the seed stress shape: 3 lockers × 4 workers × 6 ops on 2 ids, one owner in the main row, shared value unchanged, over-long holders lose the lock and are told', T, async () => {
-    const ids = [id('stress-a'), id('stress-b')];
-    const shared = new Map<string, string>(ids.map((i) => [i, 'idle']));
-    const inspector = locker();
-    let checked = 0;
-    let lostAsExpected = 0;
-    const lockers = [locker('', { ttlMs: 2_000 }), locker('', { ttlMs: 2_000 }), locker('', { ttlMs: 2_000 })];
-    await Promise.all(
-      lockers.flatMap((l, li) =>
-        Array.from({ length: 4 }, async (_, w) => {
-          for (let op = 0; op < 6; op++) {
-            const lockId = ids[(li + w + op) % ids.length]!;
-            // Every 12th operation outlives its ttl without renewal: the lock must be lost, and said so.
-            const overlong = (li * 4 + w) % 12 === op;
-            const lock = await l.lock(lockId, { timeoutMs: 150_000, autoExtend: !overlong, ttlMs: overlong ? 1_000 : 2_000 });
-            const mine = `${lock.ownerId}:${op}`;
-            assert.equal(shared.get(lockId), 'idle', 'someone else is inside');
-            shared.set(lockId, mine);
-            const state = await inspector.inspect(lockId);
-            assert.deepEqual(
-              state.holders.map((h) => h.ownerId),
-              [lock.ownerId],
-              'exactly one owner in the main row, and it is us',
-            );
-            checked += 1;
-            await sleep(5 + Math.random() * 20);
-            if (overlong) {
+  test(
+    'theorem 1 under the seed stress shape: 3 lockers × 4 workers × 6 ops on 2 ids, one owner in the main row, shared value unchanged, over-long holders lose the lock and are told',
+    T,
+    async () => {
+      const ids = [id('stress-a'), id('stress-b')];
+      const shared = new Map<string, string>(ids.map((i) => [i, 'idle']));
+      const inspector = locker();
+      let checked = 0;
+      let lostAsExpected = 0;
+      const lockers = [locker('', { ttlMs: 2_000 }), locker('', { ttlMs: 2_000 }), locker('', { ttlMs: 2_000 })];
+      await Promise.all(
+        lockers.flatMap((l, li) =>
+          Array.from({ length: 4 }, async (_, w) => {
+            for (let op = 0; op < 6; op++) {
+              const lockId = ids[(li + w + op) % ids.length]!;
+              // Every 12th operation outlives its ttl without renewal: the lock must be lost, and said so.
+              const overlong = (li * 4 + w) % 12 === op;
+              const lock = await l.lock(lockId, { timeoutMs: 150_000, autoExtend: !overlong, ttlMs: overlong ? 1_000 : 2_000 });
+              const mine = `${lock.ownerId}:${op}`;
+              assert.equal(shared.get(lockId), 'idle', 'someone else is inside');
+              shared.set(lockId, mine);
+              const state = await inspector.inspect(lockId);
+              assert.deepEqual(
+                state.holders.map((h) => h.ownerId),
+                [lock.ownerId],
+                'exactly one owner in the main row, and it is us',
+              );
+              checked += 1;
+              await sleep(5 + Math.random() * 20);
+              if (overlong) {
+                shared.set(lockId, 'idle');
+                const reason = await new Promise<unknown>((resolve) => {
+                  if (lock.signal.aborted) resolve(lock.signal.reason);
+                  else lock.signal.addEventListener('abort', () => resolve(lock.signal.reason), { once: true });
+                });
+                assert.ok(reason instanceof LockLostError, 'the holder is told that its lock is gone');
+                lostAsExpected += 1;
+                await lock.release();
+                continue;
+              }
+              assert.equal(shared.get(lockId), mine, 'the shared value changed under the lock');
+              assert.equal(lock.signal.aborted, false);
               shared.set(lockId, 'idle');
-              const reason = await new Promise<unknown>((resolve) => {
-                if (lock.signal.aborted) resolve(lock.signal.reason);
-                else lock.signal.addEventListener('abort', () => resolve(lock.signal.reason), { once: true });
-              });
-              assert.ok(reason instanceof LockLostError, 'the holder is told that its lock is gone');
-              lostAsExpected += 1;
               await lock.release();
-              continue;
             }
-            assert.equal(shared.get(lockId), mine, 'the shared value changed under the lock');
-            assert.equal(lock.signal.aborted, false);
-            shared.set(lockId, 'idle');
-            await lock.release();
-          }
-        }),
-      ),
-    );
-    assert.equal(checked, 3 * 4 * 6);
-    assert.equal(lostAsExpected, 6);
-  });
+          }),
+        ),
+      );
+      assert.equal(checked, 3 * 4 * 6);
+      assert.equal(lostAsExpected, 6);
+    },
+  );
 
   test('theorems 2 and 3: in each of 12 tryLock races of 6 clients, exactly one wins', T, async () => {
     const clients = await Promise.all(Array.from({ length: 6 }, () => backend()));

@@ -17,9 +17,12 @@ const TOMBSTONE_FAILURE_THRESHOLD = 5_000;
 let server: RunningServer | undefined;
 const backends: CassandraBackend[] = [];
 
-before(async () => {
-  server = await startCassandra({ nodes: 1, tombstoneFailureThreshold: TOMBSTONE_FAILURE_THRESHOLD });
-}, { timeout: 600_000 });
+before(
+  async () => {
+    server = await startCassandra({ nodes: 1, tombstoneFailureThreshold: TOMBSTONE_FAILURE_THRESHOLD });
+  },
+  { timeout: 600_000 },
+);
 
 after(async () => {
   await Promise.allSettled(backends.map((b) => b.close()));

@@ -1,11 +1,9 @@
-import { MemoryBackend } from '../../src/backends/memory/index.js';
 import { createLocker } from '../../src/index.js';
 import { conformance } from './suite.js';
 
 // Every client opens the same named table: several lockers model several clients of one server.
-conformance({
+await conformance({
   name: 'memory',
   createLocker: (options) => createLocker('memory://conformance', options),
-  capabilities: new MemoryBackend('conformance').capabilities,
   shortTtlMs: 300,
 });

@@ -1,29 +1,16 @@
 /**
  * The shared conformance suite against a real redis-server started by the harness.
  */
-import { after, before } from 'node:test';
 import { createLocker } from '../../src/index.js';
-import { REDIS_CAPABILITIES } from '../../src/backends/redis/index.js';
 import { startRedis } from '../../scripts/servers/redis.js';
-import type { RunningServer } from '../../scripts/servers/harness.js';
+import { useServer } from '../helpers.js';
 import { conformance } from './suite.js';
 
-let server: RunningServer | undefined;
+const server = await useServer(() => startRedis());
 
-before(async () => {
-  server = await startRedis();
-});
-
-after(async () => {
-  await server?.stop();
-});
-
-conformance({
+await conformance({
   name: 'redis',
-  createLocker: (options) => {
-    if (!server) throw new Error('redis-server is not running');
-    return createLocker(server.url, options);
-  },
-  capabilities: REDIS_CAPABILITIES,
+  createLocker: (options) => createLocker(server.url, options),
   shortTtlMs: 300,
+  blackHoleUrl: (port) => `redis://127.0.0.1:${port}`,
 });

@@ -11,21 +11,33 @@ import { createLocker } from '../../src/index.js';
 import { runFaultScenario } from './scenario.js';
 
 let server: RunningServer | undefined;
-before(async () => {
-  server = await startCassandra({ nodes: 1 });
-}, { timeout: 600_000 });
+before(
+  async () => {
+    server = await startCassandra({ nodes: 1 });
+  },
+  { timeout: 600_000 },
+);
 after(async () => {
   await server?.stop();
 });
 
-test('cassandra: a holder paused past its cells\' TTL loses no update behind a read+write fence', { timeout: 400_000 }, async () => {
+test("cassandra: a holder paused past its cells' TTL loses no update behind a read+write fence", { timeout: 400_000 }, async () => {
   if (!server) throw new Error('cassandra did not start');
   const url = `${server.url}?create=true`;
   // Create the schema once, before five processes race to create it.
   const setup = createLocker(url);
   await (await setup.lock('fault:setup')).release();
   await setup.close();
-  const r = await runFaultScenario({ url, mode: 'reads-and-writes', workers: 5, opsPerWorker: 25, ttlMs: 1_000, criticalMs: 40, pauseMs: 3_500, pauses: 4 });
+  const r = await runFaultScenario({
+    url,
+    mode: 'reads-and-writes',
+    workers: 5,
+    opsPerWorker: 25,
+    ttlMs: 1_000,
+    criticalMs: 40,
+    pauseMs: 3_500,
+    pauses: 4,
+  });
   assert.ok(r.pausesDone > 0, 'the holder was paused');
   assert.equal(r.lostUpdates, 0, JSON.stringify(r));
   assert.equal(r.final, r.committed);

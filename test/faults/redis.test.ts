@@ -19,7 +19,16 @@ after(async () => {
 });
 
 test('redis: pausing the holder past its ttl loses no update behind a read+write fence', { timeout: 300_000 }, async () => {
-  const r = await runFaultScenario({ url: server.url, mode: 'reads-and-writes', workers: 6, opsPerWorker: 40, ttlMs: 200, criticalMs: 5, pauseMs: 300, pauses: 10 });
+  const r = await runFaultScenario({
+    url: server.url,
+    mode: 'reads-and-writes',
+    workers: 6,
+    opsPerWorker: 40,
+    ttlMs: 200,
+    criticalMs: 5,
+    pauseMs: 300,
+    pauses: 10,
+  });
   assert.ok(r.pausesDone > 0, 'the holder was paused');
   assert.equal(r.lostUpdates, 0, JSON.stringify(r));
   assert.equal(r.final, r.committed);

@@ -48,7 +48,17 @@ export async function runFaultScenario(s: FaultScenario): Promise<FaultResult> {
   const children = Array.from({ length: s.workers }, () =>
     spawn(
       process.execPath,
-      ['--import', 'tsx', join(here, 'worker.ts'), s.url, lockId, String(s.opsPerWorker), String(s.ttlMs), String(store.port), String(s.criticalMs)],
+      [
+        '--import',
+        'tsx',
+        join(here, 'worker.ts'),
+        s.url,
+        lockId,
+        String(s.opsPerWorker),
+        String(s.ttlMs),
+        String(store.port),
+        String(s.criticalMs),
+      ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     ),
   );

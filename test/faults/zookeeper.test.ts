@@ -20,7 +20,16 @@ after(async () => {
 
 test('zookeeper: a holder paused past its session loses no update behind a read+write fence', { timeout: 300_000 }, async () => {
   const url = `${server.url}${server.url.includes('?') ? '&' : '?'}sessionTimeoutMs=1000`;
-  const r = await runFaultScenario({ url, mode: 'reads-and-writes', workers: 5, opsPerWorker: 30, ttlMs: 1_000, criticalMs: 5, pauseMs: 2_500, pauses: 4 });
+  const r = await runFaultScenario({
+    url,
+    mode: 'reads-and-writes',
+    workers: 5,
+    opsPerWorker: 30,
+    ttlMs: 1_000,
+    criticalMs: 5,
+    pauseMs: 2_500,
+    pauses: 4,
+  });
   assert.ok(r.pausesDone > 0, 'the holder was paused');
   assert.equal(r.lostUpdates, 0, JSON.stringify(r));
   assert.equal(r.final, r.committed);

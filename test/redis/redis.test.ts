@@ -102,29 +102,33 @@ describe('redis: server and connection failures', () => {
     await third.release();
   });
 
-  test('a paused (SIGSTOP) server: the holder’s signal aborts, calls fail with BackendUnavailableError, all works after SIGCONT', T, async () => {
-    const lockId = id('paused');
-    const a = locker({ ttlMs: 1_000 });
-    const b = createLocker(`${server.url}?commandTimeoutMs=1000`, { ttlMs: 1_000 });
-    lockers.push(b);
-    // Connected before the pause: what is bounded below is a command, not the connect.
-    await (await b.lock(id('warm-up'))).release();
-    const held = await a.lock(lockId);
-    const lost = aborted(held);
-    const node = server.nodes[0];
-    assert.ok(node);
-    node.pause();
-    try {
-      const reason = await lost;
-      assert.ok(reason instanceof LockLostError, `signal reason ${String(reason)}`);
-      await assert.rejects(b.tryLock(lockId), (err: unknown) => err instanceof BackendUnavailableError);
-    } finally {
-      node.resume();
-    }
-    const next = await b.lock(lockId, { timeoutMs: 30_000 });
-    assert.ok(next.token > held.token);
-    await next.release();
-  });
+  test(
+    'a paused (SIGSTOP) server: the holder’s signal aborts, calls fail with BackendUnavailableError, all works after SIGCONT',
+    T,
+    async () => {
+      const lockId = id('paused');
+      const a = locker({ ttlMs: 1_000 });
+      const b = createLocker(`${server.url}?commandTimeoutMs=1000`, { ttlMs: 1_000 });
+      lockers.push(b);
+      // Connected before the pause: what is bounded below is a command, not the connect.
+      await (await b.lock(id('warm-up'))).release();
+      const held = await a.lock(lockId);
+      const lost = aborted(held);
+      const node = server.nodes[0];
+      assert.ok(node);
+      node.pause();
+      try {
+        const reason = await lost;
+        assert.ok(reason instanceof LockLostError, `signal reason ${String(reason)}`);
+        await assert.rejects(b.tryLock(lockId), (err: unknown) => err instanceof BackendUnavailableError);
+      } finally {
+        node.resume();
+      }
+      const next = await b.lock(lockId, { timeoutMs: 30_000 });
+      assert.ok(next.token > held.token);
+      await next.release();
+    },
+  );
 
   test('CLIENT KILL of the holder’s connection: it reconnects, keeps renewing and nobody else gets the lock', T, async () => {
     const lockId = id('client-kill');
@@ -251,7 +255,10 @@ describe('redis: URLs', () => {
     try {
       await db3.select(3);
       const keys = await db3.keys(`${prefix}*`);
-      assert.ok(keys.some((k) => k.startsWith(`${prefix}{url-lock}`)), `keys in db 3: ${keys.join(', ')}`);
+      assert.ok(
+        keys.some((k) => k.startsWith(`${prefix}{url-lock}`)),
+        `keys in db 3: ${keys.join(', ')}`,
+      );
       assert.deepEqual(await admin.keys(`${prefix}*`), [], 'keys leaked into db 0');
     } finally {
       db3.disconnect();
@@ -405,7 +412,8 @@ describe('redis: a user-supplied ioredis client', () => {
     for (const lockId of ['plain', 'a{b}c', '}x{', '{}', '{{', 'ünï cødé']) {
       const base = backend.keyBase(lockId);
       const slots = new Set<unknown>();
-      for (const s of [':h', ':x', ':t', ':q', ':qx', ':qw', ':qs', '']) slots.add(await clusterAdmin.call('CLUSTER', 'KEYSLOT', `${base}${s}`));
+      for (const s of [':h', ':x', ':t', ':q', ':qx', ':qw', ':qs', ''])
+        slots.add(await clusterAdmin.call('CLUSTER', 'KEYSLOT', `${base}${s}`));
       assert.equal(slots.size, 1, `keys of '${lockId}' span slots ${[...slots].join(',')}`);
     }
     clusterAdmin.disconnect();

@@ -14,7 +14,8 @@ import { BackendUnavailableError } from '../../src/errors.js';
 test('redis: every command in flight fails on its own commandTimeoutMs deadline, answered ones resolve', async () => {
   const client: RedisClientLike = {
     // Lock 'ok' answers (a grant); every other lock never does.
-    evalsha: (_sha, _n, ...args) => (String(args[0]).includes('{ok}') ? Promise.resolve([1, '7', 'o']) : new Promise<unknown>(() => undefined)),
+    evalsha: (_sha, _n, ...args) =>
+      String(args[0]).includes('{ok}') ? Promise.resolve([1, '7', 'o']) : new Promise<unknown>(() => undefined),
     eval: () => new Promise<unknown>(() => undefined),
     duplicate: () => {
       throw new Error('not used');

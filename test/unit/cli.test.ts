@@ -19,7 +19,16 @@ test('the demo: without a lock the balance goes negative, with a lock it never d
 });
 
 test('locksmith run passes the token to the child and exits with its status', async () => {
-  const code = await main(['run', 'cli:run', '--backend', 'memory://cli', '--', 'sh', '-c', 'test -n "$LOCKSMITH_TOKEN" && test "$LOCKSMITH_LOCK_ID" = cli:run && exit 7']);
+  const code = await main([
+    'run',
+    'cli:run',
+    '--backend',
+    'memory://cli',
+    '--',
+    'sh',
+    '-c',
+    'test -n "$LOCKSMITH_TOKEN" && test "$LOCKSMITH_LOCK_ID" = cli:run && exit 7',
+  ]);
   assert.equal(code, 7);
 });
 

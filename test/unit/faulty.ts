@@ -4,10 +4,10 @@
  * it exercises the core's reaction to a backend that is slow or unreachable.
  */
 import type { AcquireRequest, AcquireResult, Backend, Extension, Grant, LockState } from '../../src/backend.js';
-import { MemoryBackend } from '../../src/backends/memory/index.js';
+import { MemoryBackend, type MemoryTicket } from '../../src/backends/memory/index.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-export class FaultyBackend implements Backend {
+export class FaultyBackend implements Backend<MemoryTicket, undefined> {
   readonly name = 'faulty';
   readonly inner: MemoryBackend;
   /** Throw this from extend() while set. */
@@ -26,18 +26,18 @@ export class FaultyBackend implements Backend {
   get capabilities() {
     return this.inner.capabilities;
   }
-  async tryAcquire(req: AcquireRequest): Promise<AcquireResult> {
+  async tryAcquire(req: AcquireRequest<MemoryTicket>): Promise<AcquireResult<MemoryTicket, undefined>> {
     if (this.acquireDelayMs) await sleep(this.acquireDelayMs);
     if (this.acquireError) throw this.acquireError;
     return this.inner.tryAcquire(req);
   }
-  waitForChange(lockId: string, ticket: unknown, signal: AbortSignal): Promise<void> {
+  waitForChange(lockId: string, ticket: MemoryTicket | undefined, signal: AbortSignal): Promise<void> {
     return this.inner.waitForChange(lockId, ticket, signal);
   }
-  cancel(req: AcquireRequest, ticket: unknown): Promise<void> {
+  cancel(req: AcquireRequest<MemoryTicket>, ticket: MemoryTicket | undefined): Promise<void> {
     return this.inner.cancel(req, ticket);
   }
-  async extend(grant: Grant, ttlMs: number): Promise<Extension> {
+  async extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
     this.extendCalls += 1;
     this.concurrentExtends += 1;
     this.maxConcurrentExtends = Math.max(this.maxConcurrentExtends, this.concurrentExtends);
@@ -51,7 +51,7 @@ export class FaultyBackend implements Backend {
       this.concurrentExtends -= 1;
     }
   }
-  async release(grant: Grant): Promise<boolean> {
+  async release(grant: Grant<undefined>): Promise<boolean> {
     this.log.push('release');
     return this.inner.release(grant);
   }

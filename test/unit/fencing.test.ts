@@ -37,13 +37,19 @@ test('fencing reads as well as writes rejects the stale write of the 33/34 seque
 test('a read with an older token than one already seen is rejected', () => {
   const res = new FencedResource('x');
   res.write(10n, 'y');
-  assert.throws(() => res.read(9n), (e) => e instanceof StaleTokenError && e.code === 'STALE_TOKEN' && e.token === 9n && e.newest === 10n);
+  assert.throws(
+    () => res.read(9n),
+    (e) => e instanceof StaleTokenError && e.code === 'STALE_TOKEN' && e.token === 9n && e.newest === 10n,
+  );
   assert.equal(res.read(10n), 'y');
 });
 
 test('update() is a fenced read-modify-write', () => {
   const res = new FencedResource(1);
-  assert.equal(res.update(5n, (v) => v * 2), 2);
+  assert.equal(
+    res.update(5n, (v) => v * 2),
+    2,
+  );
   assert.throws(() => res.update(4n, (v) => v + 1), StaleTokenError);
   assert.equal(res.peek(), 2);
 });

@@ -38,7 +38,15 @@ test('a renewal refused by the backend (not held) aborts the signal at once with
   const locker = createLocker(backend, { ttlMs: 60_000 });
   const lock = await locker.lock('b');
   // Another client force-takes the lock by releasing ours on the shared table.
-  await backend.inner.release({ lockId: 'b', kind: 'mutex', ownerId: lock.ownerId, token: lock.token, ttlMs: 1, reentered: false });
+  await backend.inner.release({
+    lockId: 'b',
+    kind: 'mutex',
+    ownerId: lock.ownerId,
+    token: lock.token,
+    ttlMs: 1,
+    reentered: false,
+    data: undefined,
+  });
   await assert.rejects(lock.extend(), (e) => e instanceof LockLostError && e.reason === 'not-held');
   assert.ok(lock.signal.aborted);
   await locker.close();

@@ -11,7 +11,7 @@ import {
   UnsupportedError,
   type Backend,
 } from '../../src/index.js';
-import { MemoryBackend } from '../../src/backends/memory/index.js';
+import { MemoryBackend, type MemoryTicket } from '../../src/backends/memory/index.js';
 import { FaultyBackend } from './faulty.js';
 
 const table = (): string => `unit-${randomBytes(4).toString('hex')}`;
@@ -78,7 +78,10 @@ test('options a backend cannot honour are refused with UnsupportedError', async 
 });
 
 test('createLocker validates its options and its backend argument', () => {
-  assert.throws(() => createLocker('memory://', { driftFactor: 0.9 }), (e) => e instanceof InvalidArgumentError && e.argument === 'driftFactor');
+  assert.throws(
+    () => createLocker('memory://', { driftFactor: 0.9 }),
+    (e) => e instanceof InvalidArgumentError && e.argument === 'driftFactor',
+  );
   assert.throws(() => createLocker('memory://', { autoExtend: 'yes' as unknown as boolean }), InvalidArgumentError);
   assert.throws(() => createLocker(42 as unknown as string), InvalidArgumentError);
   assert.throws(() => createLocker('memory://', null as unknown as object), InvalidArgumentError);
@@ -108,13 +111,13 @@ test('close() is idempotent and a closed locker refuses inspect()', async () => 
 });
 
 test('close() and aborts during a slow backend connection end the waiting calls', async () => {
-  let resolveBackend: (b: Backend) => void = () => undefined;
-  const slow = new Promise<Backend>((r) => {
+  let resolveBackend: (b: MemoryBackend) => void = () => undefined;
+  const slow = new Promise<MemoryBackend>((r) => {
     resolveBackend = r;
   });
   const inner = new MemoryBackend(table());
   // A backend whose first operation waits for the "connection".
-  const gated: Backend = {
+  const gated: Backend<MemoryTicket, undefined> = {
     name: 'gated',
     capabilities: inner.capabilities,
     tryAcquire: async (req) => (await slow).tryAcquire(req),
@@ -141,7 +144,8 @@ test('close() and aborts during a slow backend connection end the waiting calls'
 });
 
 test('backend URLs with a host list and ports parse, and hostList() reads them back', async () => {
-  const { parseBackendUrl, hostList } = await import('../../src/connect.js');
+  const { parseBackendUrl } = await import('../../src/connect.js');
+  const { hostList } = await import('../../src/backends/kit.js');
   const zk = parseBackendUrl('zookeeper://10.0.0.1:2181,10.0.0.2:2182,zk3/locks/app?sessionTimeoutMs=6000');
   assert.deepEqual(hostList(zk, 2181), [
     { host: '10.0.0.1', port: 2181 },

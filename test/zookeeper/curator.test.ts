@@ -142,7 +142,7 @@ describe('zookeeper: Apache Curator and locksmith on the same path', () => {
     assert.equal(await client().semaphore(lockId, { permits: 2 }).tryAcquire(), null, 'both permits are taken');
     assert.equal(await java.send('release'), 'RELEASED');
     const two = await client().semaphore(lockId, { permits: 2 }).tryAcquire();
-    assert.ok(two, "the Curator lease came back");
+    assert.ok(two, 'the Curator lease came back');
     assert.equal(await java.send('acquire 500'), 'TIMEOUT', 'Curator sees both permits taken by locksmith');
     await one.release();
     await two.release();

@@ -207,11 +207,7 @@ describe('zookeeper: no herd effect', () => {
       ),
     );
     const inspector = backend();
-    await eventually(
-      'all waiters queued',
-      async () => (await inspector.inspect(lockId)).waiters === WAITERS,
-      120_000,
-    );
+    await eventually('all waiters queued', async () => (await inspector.inspect(lockId)).waiters === WAITERS, 120_000);
     const notified = (): number => backends.reduce((n, b) => n + b.stats.waiterNotifications, 0);
     const before = notified();
 

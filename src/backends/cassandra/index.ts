@@ -22,16 +22,7 @@
 import cassandra from 'cassandra-driver';
 import type { policies as DriverPolicies, types as DriverTypes } from 'cassandra-driver';
 import { performance } from 'node:perf_hooks';
-import type {
-  AcquireRequest,
-  AcquireResult,
-  Backend,
-  Capabilities,
-  Extension,
-  Grant,
-  HolderState,
-  LockState,
-} from '../../backend.js';
+import type { AcquireRequest, AcquireResult, Backend, Capabilities, Extension, Grant, HolderState, LockState } from '../../backend.js';
 import type { ConnectOptions } from '../../connect.js';
 import { BackendUnavailableError, InvalidArgumentError, LockLostError, LocksmithError } from '../../errors.js';
 import { parseCassandraUrl, type CassandraSettings } from './config.js';
@@ -251,10 +242,7 @@ export class CassandraBackend implements Backend {
       await Promise.race([
         client.connect(),
         new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new Error(`no connection within ${connectTimeoutMs} ms`)),
-            connectTimeoutMs,
-          );
+          timer = setTimeout(() => reject(new Error(`no connection within ${connectTimeoutMs} ms`)), connectTimeoutMs);
           timer.unref();
         }),
       ]);
@@ -371,10 +359,7 @@ export class CassandraBackend implements Backend {
   }
 
   async #mainOwners(lockId: string, shard: bigint, limit: number): Promise<string[]> {
-    const r = await this.#exec(`SELECT owner FROM ${this.#ks}.lock_main WHERE lock_id = ? AND shard = ? LIMIT ${limit}`, [
-      lockId,
-      shard,
-    ]);
+    const r = await this.#exec(`SELECT owner FROM ${this.#ks}.lock_main WHERE lock_id = ? AND shard = ? LIMIT ${limit}`, [lockId, shard]);
     return r.rows.map((row: Row) => str(row, 'owner')).filter((o: string | undefined): o is string => o !== undefined);
   }
 

@@ -367,7 +367,12 @@ export class RedisBackend implements Backend {
   async release(grant: Grant): Promise<boolean> {
     this.#assertOpen();
     const { field } = grantData(grant);
-    const ok = await this.#eval(RELEASE, this.#keys(grant.lockId), [field, KIND_LETTER[grant.kind], grant.token.toString(), this.#inboxPrefix]);
+    const ok = await this.#eval(RELEASE, this.#keys(grant.lockId), [
+      field,
+      KIND_LETTER[grant.kind],
+      grant.token.toString(),
+      this.#inboxPrefix,
+    ]);
     // The release messaged a waiter. Redis wrote that message together with this reply; when
     // the waiter lives in this process its socket is readable in this same poll phase. Yield
     // one event-loop turn so it takes the lock (the critical path) before the releaser's own

@@ -75,10 +75,14 @@ export async function createBackend(url: URL, options: ConnectOptions = {}): Pro
     ]);
   } catch (err) {
     client.disconnect(false);
-    throw new BackendUnavailableError('redis', `could not connect to ${redactUrl(url)}: ${err instanceof Error ? err.message : String(err)}`, {
-      cause: err,
-      context: { url: redactUrl(url) },
-    });
+    throw new BackendUnavailableError(
+      'redis',
+      `could not connect to ${redactUrl(url)}: ${err instanceof Error ? err.message : String(err)}`,
+      {
+        cause: err,
+        context: { url: redactUrl(url) },
+      },
+    );
   } finally {
     clearTimeout(timer);
   }

@@ -148,7 +148,14 @@ export class ZooKeeperBackend implements Backend {
   constructor(opts: ZooKeeperBackendOptions) {
     if (!opts.connectString) throw new InvalidArgumentError('url', 'zookeeper: no servers given');
     const chroot = (opts.chroot ?? '').replace(/\/+$/, '');
-    if (chroot !== '' && (!chroot.startsWith('/') || chroot.split('/').slice(1).some((s) => s === '' || s === '.' || s === '..'))) {
+    if (
+      chroot !== '' &&
+      (!chroot.startsWith('/') ||
+        chroot
+          .split('/')
+          .slice(1)
+          .some((s) => s === '' || s === '.' || s === '..'))
+    ) {
       throw new InvalidArgumentError('url', `zookeeper: invalid chroot '${opts.chroot ?? ''}'`);
     }
     this.#opts = {
@@ -486,14 +493,17 @@ export class ZooKeeperBackend implements Backend {
 
   #retryDelete(s: ZkSession, path: string, attempt: number): void {
     if (this.#closed || !s.alive) return;
-    const timer = setTimeout(() => {
-      this.#retryTimers.delete(timer);
-      if (this.#closed || !s.alive) return;
-      s.delete(path).then(
-        () => undefined,
-        () => this.#retryDelete(s, path, attempt + 1),
-      );
-    }, Math.min(5_000, 100 * 2 ** attempt));
+    const timer = setTimeout(
+      () => {
+        this.#retryTimers.delete(timer);
+        if (this.#closed || !s.alive) return;
+        s.delete(path).then(
+          () => undefined,
+          () => this.#retryDelete(s, path, attempt + 1),
+        );
+      },
+      Math.min(5_000, 100 * 2 ** attempt),
+    );
     timer.unref();
     this.#retryTimers.add(timer);
   }
@@ -508,9 +518,7 @@ export class ZooKeeperBackend implements Backend {
     const watch = t.watch;
     if (!watch) return this.#sleep(FALLBACK_POLL_MS / 10, signal);
     if (!s.alive) {
-      return Promise.reject(
-        new BackendUnavailableError(this.name, 'the ZooKeeper session ended while waiting', { context: { lockId } }),
-      );
+      return Promise.reject(new BackendUnavailableError(this.name, 'the ZooKeeper session ended while waiting', { context: { lockId } }));
     }
 
     return new Promise<void>((resolve, reject) => {
@@ -703,7 +711,10 @@ export class ZooKeeperBackend implements Backend {
     this.#session?.close();
     this.#session = undefined;
     if (opening) {
-      await opening.then((s) => s.close(), () => undefined);
+      await opening.then(
+        (s) => s.close(),
+        () => undefined,
+      );
     }
   }
 

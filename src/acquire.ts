@@ -1,0 +1,249 @@
+/**
+ * The one wait loop every backend shares (Curator's LockInternals, written once): attempt,
+ * wait for a change, attempt again, until a grant, a timeout, an abort or `close()`.
+ * See docs/architecture.md for the seam it drives.
+ */
+import type { AcquireRequest, AsyncLossReason, Backend, Grant, LockKind } from './backend.js';
+import { LockTimeoutError, type LossReason } from './errors.js';
+import type { Holds } from './holds.js';
+import { Lease, now } from './lease.js';
+import { Lock } from './lock.js';
+import type { CallSettings } from './options.js';
+import { raceAbort, unavailable, withDeadline } from './backends/kit.js';
+
+/** Marks an attempt aborted by its own timeout (as opposed to the user's signal or close). */
+const TIMEOUT = Symbol('locksmith.timeout');
+/** How long abandoning an acquisition may delay the caller's rejection; the rest goes on in the background. */
+const CLEANUP_BOUND_MS = 1_000;
+
+/** How one call waits: `lock()` and friends throw on timeout, `tryLock()` and friends resolve null. */
+export interface AcquireMode {
+  /** false: one attempt, no queue entry left behind. */
+  readonly wait: boolean;
+  readonly timeoutMs: number | undefined;
+  readonly onTimeout: 'throw' | 'null';
+}
+
+/** The mode of a waiting call (`lock`, `read`, `write`, `acquire`). `timeoutMs: 0` is one attempt. */
+export function waitMode(s: CallSettings): AcquireMode {
+  const t = s.waitBoundMs;
+  if (t === 0) return { wait: false, timeoutMs: 0, onTimeout: 'throw' };
+  return { wait: true, timeoutMs: t, onTimeout: 'throw' };
+}
+
+/** The mode of a soft call (`tryLock` and friends): one attempt unless a wait bound is given. */
+export function tryMode(s: CallSettings): AcquireMode {
+  const t = s.waitBoundMs ?? 0;
+  return t === 0 ? { wait: false, timeoutMs: 0, onTimeout: 'null' } : { wait: true, timeoutMs: t, onTimeout: 'null' };
+}
+
+/** What the loop needs from its locker. */
+export interface AcquireHost {
+  readonly driftFactor: number;
+  readonly holds: Holds;
+  /** The backend, connected; gives up (rejects with the reason) when `signal` aborts. */
+  backend(signal: AbortSignal): Promise<Backend>;
+  /** Refuse options the backend cannot honour. */
+  checkCapabilities(backend: Backend, kind: LockKind, s: CallSettings): void;
+  /** Abort `controller` on close(); returns the function that stops doing so. */
+  track(controller: AbortController): () => void;
+  /** A new lease on `grant`, with the locker's hooks (not started). */
+  lease(backend: Backend, grant: Grant, sentAt: number, s: CallSettings): Lease;
+  /** Register a started lease (for close and explicit-owner re-entry). */
+  adopt(lease: Lease, owner: string | undefined): void;
+  /** The handle of a hold (`done` runs after its release). */
+  handle(lease: Lease, reentered: boolean, done?: () => void): Lock;
+  waiting(lockId: string, ownerId: string, kind: LockKind): void;
+  acquired(lease: Lease, waitedMs: number, reentered: boolean): void;
+}
+
+/** One acquisition: what is asked and how to wait. */
+export interface AcquireSpec {
+  readonly lockId: string;
+  readonly kind: LockKind;
+  readonly permits: number;
+  readonly settings: CallSettings;
+  readonly mode: AcquireMode;
+  readonly ownerId: string;
+}
+
+/** Run one acquisition to its end: a held lock, `null` (tryLock), or an error. */
+export async function acquire(host: AcquireHost, spec: AcquireSpec): Promise<Lock | null> {
+  const attempt = new AbortController();
+  const untrack = host.track(attempt);
+  const unlisten = forwardAbort(spec.settings.signal, attempt);
+  const t = spec.mode.timeoutMs;
+  // Ref'd on purpose: a caller awaiting a lock keeps the process alive; cleared when the wait ends.
+  const timer = t === undefined || !spec.mode.wait ? undefined : setTimeout(() => attempt.abort(TIMEOUT), t);
+  try {
+    const again = await host.holds.reenter(spec.lockId, spec.kind, spec.settings.owner, spec.settings.reentrant, attempt.signal);
+    if (again.kind === 'reenter') {
+      again.lease.retain();
+      host.acquired(again.lease, 0, true);
+      return host.handle(again.lease, true, again.done);
+    }
+    const backend = await host.backend(attempt.signal);
+    host.checkCapabilities(backend, spec.kind, spec.settings);
+    try {
+      return await new Loop(host, backend, spec, attempt.signal).run();
+    } catch (err) {
+      if (attempt.signal.aborted) throw err;
+      throw unavailable(backend.name, `acquire of '${spec.lockId}'`, err);
+    }
+  } catch (err) {
+    if (!attempt.signal.aborted) throw err;
+    const reason: unknown = attempt.signal.reason;
+    if (reason !== TIMEOUT) throw reason;
+    if (spec.mode.onTimeout === 'null') return null;
+    throw new LockTimeoutError(spec.lockId, spec.mode.timeoutMs ?? 0);
+  } finally {
+    clearTimeout(timer);
+    unlisten();
+    untrack();
+  }
+}
+
+/** The attempt / wait loop against one connected backend. */
+class Loop {
+  readonly #host: AcquireHost;
+  readonly #backend: Backend;
+  readonly #spec: AcquireSpec;
+  readonly #signal: AbortSignal;
+  readonly #started = now();
+  #ticket: unknown;
+  /** An attempt failed in flight: it may have left a hold or a queue entry on the server. */
+  #uncertain = false;
+  #lease: Lease | undefined;
+  #earlyLoss: { reason: LossReason; cause: unknown } | undefined;
+
+  constructor(host: AcquireHost, backend: Backend, spec: AcquireSpec, signal: AbortSignal) {
+    this.#host = host;
+    this.#backend = backend;
+    this.#spec = spec;
+    this.#signal = signal;
+  }
+
+  #request(): AcquireRequest {
+    const { lockId, kind, permits, settings: s, mode, ownerId } = this.#spec;
+    return {
+      lockId,
+      kind,
+      permits,
+      ownerId,
+      freshOwner: s.owner === undefined,
+      ttlMs: s.ttlMs,
+      fair: s.fair,
+      lockDelayMs: s.lockDelayMs,
+      wait: mode.wait,
+      ticket: this.#ticket,
+      signal: this.#signal,
+      onLost: (reason, cause) => this.#onLost(reason, cause),
+    };
+  }
+
+  #onLost(reason: AsyncLossReason, cause: unknown): void {
+    if (this.#lease) this.#lease.lose(reason, cause);
+    else this.#earlyLoss = { reason, cause };
+  }
+
+  async run(): Promise<Lock | null> {
+    try {
+      let announced = false;
+      for (;;) {
+        this.#signal.throwIfAborted();
+        const sentAt = now();
+        this.#uncertain = true;
+        const result = await this.#backend.tryAcquire(this.#request());
+        this.#uncertain = false;
+        if (result.granted) {
+          this.#ticket = undefined;
+          const lock = await this.#onGrant(result.grant, sentAt);
+          if (lock) return lock;
+        } else {
+          this.#ticket = result.contended.ticket;
+        }
+        if (!this.#spec.mode.wait) return this.#contended();
+        if (!announced) {
+          announced = true;
+          this.#host.waiting(this.#spec.lockId, this.#spec.ownerId, this.#spec.kind);
+        }
+        await raceAbort(this.#backend.waitForChange(this.#spec.lockId, this.#ticket, this.#signal), this.#signal);
+      }
+    } catch (err) {
+      await this.#abandon();
+      throw err;
+    }
+  }
+
+  /** A one-shot attempt found the lock held: `null` for tryLock, `LockTimeoutError` for `timeoutMs: 0`. */
+  #contended(): null {
+    if (this.#spec.mode.onTimeout === 'null') return null;
+    throw new LockTimeoutError(this.#spec.lockId, 0);
+  }
+
+  /** Turn a grant into a held lock; undefined when it was too late to be of use (then retry). */
+  async #onGrant(grant: Grant, sentAt: number): Promise<Lock | undefined> {
+    if (this.#signal.aborted) {
+      // Granted after the caller gave up: hand it straight back.
+      await this.#backend.release(grant).catch(() => undefined);
+      throw this.#signal.reason;
+    }
+    const lease = this.#host.lease(this.#backend, grant, sentAt, this.#spec.settings);
+    if (!lease.valid) {
+      // The grant took longer than its own validity (Redlock's negative validity).
+      await this.#backend.release(grant).catch(() => undefined);
+      return undefined;
+    }
+    this.#lease = lease;
+    this.#host.adopt(lease, this.#spec.settings.owner);
+    lease.start();
+    if (this.#earlyLoss) lease.lose(this.#earlyLoss.reason, this.#earlyLoss.cause);
+    this.#host.acquired(lease, now() - this.#started, grant.reentered);
+    return this.#host.handle(lease, grant.reentered);
+  }
+
+  /**
+   * The acquisition ends without a lock: remove our queue entry, and (for an attempt whose
+   * reply never came) whatever of ours it may have left on the server. Bounded, so that an
+   * unreachable backend does not hold up the caller's rejection.
+   */
+  async #abandon(): Promise<void> {
+    const ticket = this.#ticket;
+    this.#ticket = undefined;
+    const ghost = this.#uncertain && this.#spec.settings.owner === undefined;
+    if (ticket === undefined && !ghost) return;
+    const cleanup = this.#backend.cancel(this.#request(), ticket);
+    await withDeadline(cleanup, { timeoutMs: CLEANUP_BOUND_MS }).catch(() => undefined);
+  }
+}
+
+/** One listener per user signal, however many waits share it (no MaxListenersExceededWarning). */
+const forwards = new WeakMap<AbortSignal, Set<AbortController>>();
+
+/** Abort `target` when `source` aborts; returns the function that stops forwarding. */
+function forwardAbort(source: AbortSignal | undefined, target: AbortController): () => void {
+  if (!source) return () => undefined;
+  if (source.aborted) {
+    target.abort(source.reason);
+    return () => undefined;
+  }
+  let set = forwards.get(source);
+  if (!set) {
+    const targets = new Set<AbortController>();
+    set = targets;
+    forwards.set(source, targets);
+    source.addEventListener(
+      'abort',
+      () => {
+        forwards.delete(source);
+        for (const c of [...targets]) c.abort(source.reason);
+      },
+      { once: true },
+    );
+  }
+  const targets = set;
+  targets.add(target);
+  return () => {
+    targets.delete(target);
+  };
+}

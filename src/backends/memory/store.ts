@@ -1,0 +1,237 @@
+/**
+ * The lock table behind `memory://name`: holders and queued waiters per lock id, expiry
+ * against the monotonic clock, and wake-ups that go only to the waiters a change lets in.
+ * See docs/backends/memory.md.
+ */
+import { performance } from 'node:perf_hooks';
+import type { LockKind } from '../kit.js';
+
+/** A waiter that stops re-attempting after being woken is dropped after this long. */
+export const WAITER_GRACE_MS = 1_000;
+
+/** One hold (re-entered holds of one owner share it, with a count). */
+export interface Holder {
+  readonly ownerId: string;
+  readonly kind: LockKind;
+  readonly token: bigint;
+  count: number;
+  /** After this the lease is over: extend fails. */
+  expiresAt: number;
+  /** Until this the holder still blocks others (expiresAt + lockDelay); release clears it. */
+  blocksUntil: number;
+  readonly lockDelayMs: number;
+}
+
+/** A queued acquisition. */
+export interface Waiter {
+  readonly id: number;
+  readonly kind: LockKind;
+  readonly fair: boolean;
+  readonly permits: number;
+  /** While asleep in waitForChange: how to wake it. */
+  wake: (() => void) | undefined;
+  /** A change let it in while it was awake: its next wait returns at once. */
+  signalled: boolean;
+  /** Dropped after this unless asleep (a waiter whose client vanished). */
+  expiresAt: number;
+}
+
+/** The state of one lock id; deleted as soon as it has neither holders nor waiters. */
+export interface Entry {
+  readonly lockId: string;
+  holders: Holder[];
+  readonly queue: Waiter[];
+  /** The waiters not asleep (the only ones that can expire): kept apart so a purge is cheap. */
+  readonly awake: Set<Waiter>;
+  /** One timer per entry while anyone sleeps: the next holder or waiter expiry. */
+  timer: NodeJS.Timeout | undefined;
+  timerAt: number;
+}
+
+/**
+ * Tokens come from one counter for the whole process: strictly increasing per lock id
+ * without keeping any state per id (an idle id costs nothing).
+ */
+let lastToken = 0n;
+export function nextToken(): bigint {
+  lastToken += 1n;
+  return lastToken;
+}
+
+const exclusive = (k: LockKind): boolean => k === 'mutex' || k === 'write';
+
+/** What an acquisition asks, as far as compatibility goes. */
+export interface Ask {
+  readonly kind: LockKind;
+  readonly permits: number;
+  readonly fair: boolean;
+}
+
+/** Can `ask` hold together with `holders`? One id is one lock across kinds. */
+export function compatible(holders: readonly Pick<Holder, 'kind'>[], ask: Ask): boolean {
+  switch (ask.kind) {
+    case 'mutex':
+    case 'write':
+      return holders.length === 0;
+    case 'read':
+      return holders.every((h) => h.kind === 'read');
+    case 'semaphore':
+      return holders.every((h) => h.kind === 'semaphore') && holders.length < ask.permits;
+  }
+}
+
+/** Does the queue let `ask` through, given the waiters ahead of it? */
+export function queueAllows(ask: Ask, ahead: readonly Waiter[], holders: number): boolean {
+  // Readers never pass a waiting writer, fair or not: a stream of readers must not starve it.
+  if (ask.kind === 'read') return !ahead.some((w) => exclusive(w.kind));
+  if (!ask.fair) return true;
+  if (ask.kind === 'semaphore') return ahead.length < ask.permits - holders;
+  return ahead.length === 0;
+}
+
+/** The lock table shared by every memory backend opened with the same name. */
+export class MemoryStore {
+  readonly #entries = new Map<string, Entry>();
+  nextWaiterId = 1;
+  /** Backends open on this table; the table is forgotten when none is and it is empty. */
+  users = 0;
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** The entry of `lockId` (created on demand), with expired holders and waiters dropped. */
+  entry(lockId: string, now = performance.now()): Entry {
+    let e = this.#entries.get(lockId);
+    if (!e) {
+      e = { lockId, holders: [], queue: [], awake: new Set(), timer: undefined, timerAt: Number.POSITIVE_INFINITY };
+      this.#entries.set(lockId, e);
+    }
+    this.#purge(e, now);
+    return e;
+  }
+
+  /** The entry of `lockId` if it exists (never creates one). */
+  peek(lockId: string): Entry | undefined {
+    const e = this.#entries.get(lockId);
+    if (e) this.#purge(e, performance.now());
+    return e;
+  }
+
+  #purge(e: Entry, now: number): void {
+    const before = e.holders.length + e.queue.length;
+    if (e.holders.some((h) => h.blocksUntil <= now)) e.holders = e.holders.filter((h) => h.blocksUntil > now);
+    for (const w of e.awake) if (w.expiresAt <= now) this.#drop(e, w);
+    if (e.holders.length + e.queue.length !== before) this.changed(e, now);
+  }
+
+  /** Queue a new waiter (awake: it is about to sleep in waitForChange). */
+  addWaiter(e: Entry, ask: Ask, now: number, graceMs: number): Waiter {
+    const w: Waiter = {
+      id: this.nextWaiterId++,
+      kind: ask.kind,
+      fair: ask.fair,
+      permits: ask.permits,
+      wake: undefined,
+      signalled: false,
+      expiresAt: now + graceMs,
+    };
+    e.queue.push(w);
+    e.awake.add(w);
+    return w;
+  }
+
+  /** Put a waiter to sleep until `wake` is called by a change. */
+  sleep(e: Entry, w: Waiter, wake: () => void): void {
+    w.wake = wake;
+    e.awake.delete(w);
+    this.#arm(e, performance.now());
+  }
+
+  /** Take a waiter out of its sleep (woken, aborted): it must re-attempt within the grace. */
+  rouse(e: Entry, w: Waiter, now = performance.now()): void {
+    w.wake = undefined;
+    w.expiresAt = now + WAITER_GRACE_MS;
+    if (e.queue.includes(w)) e.awake.add(w);
+  }
+
+  /** Remove a waiter (cancelled or granted) and tell the others. */
+  removeWaiter(e: Entry, w: Waiter): void {
+    if (this.#drop(e, w)) this.changed(e);
+  }
+
+  #drop(e: Entry, w: Waiter): boolean {
+    e.awake.delete(w);
+    const i = w === e.queue[0] ? 0 : e.queue.indexOf(w);
+    if (i < 0) return false;
+    e.queue.splice(i, 1);
+    w.wake?.();
+    return true;
+  }
+
+  /**
+   * Something changed: wake exactly the waiters that could be granted now, in queue order,
+   * as if each took its grant; re-arm the entry's expiry timer; forget the entry when idle.
+   */
+  changed(e: Entry, now = performance.now()): void {
+    if (!e.holders.some((h) => exclusive(h.kind))) this.#wakeGrantable(e);
+    this.#arm(e, now);
+    if (e.holders.length === 0 && e.queue.length === 0) this.#forget(e);
+  }
+
+  #wakeGrantable(e: Entry): void {
+    const granted: Pick<Holder, 'kind'>[] = [...e.holders];
+    const passed: Waiter[] = [];
+    for (const w of e.queue) {
+      if (compatible(granted, w) && queueAllows(w, passed, granted.length)) {
+        granted.push(w);
+        if (w.wake) w.wake();
+        else w.signalled = true;
+        if (exclusive(w.kind)) return;
+      } else {
+        passed.push(w);
+        // Nobody behind a blocked exclusive waiter gets in: not in fair order, not a reader.
+        if (exclusive(w.kind) && (granted.length > 0 || w.fair)) return;
+        // A full semaphore blocks every later permit, and every other kind beside it.
+        if (w.kind === 'semaphore' && granted.length > 0 && granted.every((h) => h.kind === 'semaphore')) return;
+      }
+    }
+  }
+
+  /** One ref'd timer per entry with sleepers, for the next expiry that could let one in. */
+  #arm(e: Entry, now: number): void {
+    let at = Number.POSITIVE_INFINITY;
+    if (e.queue.length > e.awake.size) {
+      for (const h of e.holders) at = Math.min(at, h.blocksUntil);
+      for (const w of e.awake) at = Math.min(at, w.expiresAt);
+    }
+    if (at === e.timerAt) return;
+    clearTimeout(e.timer);
+    e.timer = undefined;
+    e.timerAt = at;
+    if (at === Number.POSITIVE_INFINITY) return;
+    e.timer = setTimeout(
+      () => {
+        e.timer = undefined;
+        e.timerAt = Number.POSITIVE_INFINITY;
+        const live = this.#entries.get(e.lockId);
+        if (live === e) this.#purge(e, performance.now());
+        if (live === e) this.#arm(e, performance.now());
+      },
+      Math.max(1, Math.ceil(at - now)),
+    );
+  }
+
+  #forget(e: Entry): void {
+    clearTimeout(e.timer);
+    e.timer = undefined;
+    e.timerAt = Number.POSITIVE_INFINITY;
+    if (this.#entries.get(e.lockId) === e) this.#entries.delete(e.lockId);
+  }
+
+  /** Drop idle entries whose holders expired (nobody asked about them since). */
+  sweep(now = performance.now()): void {
+    for (const e of [...this.#entries.values()]) this.#purge(e, now);
+    for (const e of [...this.#entries.values()]) if (e.holders.length === 0 && e.queue.length === 0) this.#forget(e);
+  }
+}

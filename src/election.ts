@@ -1,0 +1,141 @@
+/**
+ * Leader election on any backend (Curator's LeaderLatch, etcd's Election): leadership is
+ * the hold of one lock, so the leader's fencing token is the lock's token and a loss of
+ * leadership is the lock's `signal`. See docs/recipes/election.md.
+ */
+import { randomBytes } from 'node:crypto';
+import { InvalidArgumentError } from './errors.js';
+import type { Lock } from './lock.js';
+import { sleep } from './backends/kit.js';
+import { validateDuration } from './options.js';
+
+/** The part of a Locker an election needs (kept structural to avoid an import cycle). */
+export interface ElectionLocker {
+  lock(lockId: string, options?: { signal?: AbortSignal; owner?: string; fair?: boolean; timeoutMs?: number }): Promise<Lock>;
+  inspect(lockId: string): Promise<{ holders: readonly { ownerId: string; token: bigint; kind: string; expiresInMs?: number }[] }>;
+  backend(): Promise<{ capabilities: { fair: boolean } }>;
+}
+
+/** Options of {@link Election}. */
+export interface ElectionOptions {
+  /**
+   * This participant's name, shown by `leader()` to everybody (a host name, a pod name).
+   * At most 200 UTF-8 bytes, no `#`. @default `${hostname}:${pid}`
+   */
+  readonly id?: string;
+  /** How often `observe()` looks at the lock (ms). @default 500 */
+  readonly observeEveryMs?: number;
+}
+
+/** Who leads. */
+export interface LeaderInfo {
+  /** The leader's participant id (`ElectionOptions.id`). */
+  readonly id: string;
+  /** The fencing token of its term: strictly increasing over terms. */
+  readonly token: bigint;
+  /** The remaining lease as the backend sees it, when it knows. */
+  readonly expiresInMs?: number;
+}
+
+/** This process leads: until `signal` aborts (leadership lost) or `resign()`. */
+export interface Leadership {
+  /** The fencing token of this term; pass it to whatever the leader writes to. */
+  readonly token: bigint;
+  /** Aborted (reason `LockLostError`) when leadership is lost; pass it to the leader's work. */
+  readonly signal: AbortSignal;
+  /** The underlying lock handle. */
+  readonly lock: Lock;
+  /** Step down (idempotent). */
+  resign(): Promise<void>;
+}
+
+const SEPARATOR = '#';
+
+/** A leader election; create it with `locker.election(name)`. */
+export class Election {
+  /** The election's name (the lock id). */
+  readonly name: string;
+  /** This participant's id. */
+  readonly id: string;
+  readonly #locker: ElectionLocker;
+  readonly #observeEveryMs: number;
+  #term: Leadership | undefined;
+
+  /** @internal Use `locker.election(name)`. */
+  constructor(locker: ElectionLocker, name: string, options: ElectionOptions = {}) {
+    this.#locker = locker;
+    this.name = name;
+    this.id = validateParticipant(options.id ?? `${process.env.HOSTNAME ?? 'host'}:${process.pid}`);
+    this.#observeEveryMs = options.observeEveryMs === undefined ? 500 : validateDuration(options.observeEveryMs, 'observeEveryMs');
+  }
+
+  /**
+   * Resolve when this process leads (waits in arrival order where the backend is fair).
+   * Rejects with the signal's reason when aborted, `LockTimeoutError` after `timeoutMs`.
+   */
+  async campaign(options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<Leadership> {
+    if (this.#term && !this.#term.signal.aborted) return this.#term;
+    const { fair } = (await this.#locker.backend()).capabilities;
+    const owner = `${this.id}${SEPARATOR}${randomBytes(9).toString('base64url')}`;
+    const lock = await this.#locker.lock(this.name, { ...options, owner, fair });
+    const term: Leadership = {
+      token: lock.token,
+      signal: lock.signal,
+      lock,
+      resign: async () => {
+        if (this.#term === term) this.#term = undefined;
+        await lock.release();
+      },
+    };
+    this.#term = term;
+    return term;
+  }
+
+  /** Step down if leading (idempotent). */
+  async resign(): Promise<void> {
+    await this.#term?.resign();
+  }
+
+  /** Who leads now, as the backend sees it (undefined: nobody). */
+  async leader(): Promise<LeaderInfo | undefined> {
+    const state = await this.#locker.inspect(this.name);
+    const h = state.holders.find((x) => x.kind === 'mutex');
+    if (!h) return undefined;
+    const cut = h.ownerId.lastIndexOf(SEPARATOR);
+    return {
+      id: cut > 0 ? h.ownerId.slice(0, cut) : h.ownerId,
+      token: h.token,
+      ...(h.expiresInMs === undefined ? {} : { expiresInMs: h.expiresInMs }),
+    };
+  }
+
+  /**
+   * Leadership changes, as they are seen: the current leader first, then each new leader
+   * (or `undefined` while nobody leads). Looks every `observeEveryMs`; ends when `signal`
+   * aborts.
+   */
+  async *observe(options: { signal?: AbortSignal } = {}): AsyncGenerator<LeaderInfo | undefined> {
+    const { signal } = options;
+    let last: string | undefined;
+    while (!signal?.aborted) {
+      const now = await this.leader();
+      const key = now ? `${now.id}@${now.token}` : '';
+      if (key !== last) {
+        last = key;
+        yield now;
+      }
+      try {
+        await sleep(this.#observeEveryMs, signal);
+      } catch {
+        return;
+      }
+    }
+  }
+}
+
+function validateParticipant(id: unknown): string {
+  if (typeof id !== 'string' || id.length === 0 || id.includes(SEPARATOR) || Buffer.byteLength(id, 'utf8') > 200) {
+    throw new InvalidArgumentError('id', `an election participant id must be a non-empty string of at most 200 bytes without '#'`);
+  }
+  return id;
+}
