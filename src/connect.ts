@@ -80,7 +80,7 @@ async function loadEngine(scheme: string, engine: Engine): Promise<{ createBacke
   } catch (err) {
     const code = (err as { code?: unknown }).code;
     if (engine.driver && (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && String(err).includes(engine.driver)) {
-      throw new DriverMissingError(scheme, engine.driver, { cause: err });
+      throw new DriverMissingError(`the ${scheme} backend`, engine.driver, { cause: err });
     }
     throw err;
   }

@@ -155,10 +155,11 @@ export class UnsupportedError extends LocksmithError {
 export class DriverMissingError extends LocksmithError {
   /** The npm package to install. */
   readonly driver: string;
-  constructor(backend: string, driver: string, options: { cause?: unknown } = {}) {
-    super('DRIVER_MISSING', `the ${backend} backend needs the '${driver}' package: npm i ${driver}`, {
+  /** `feature` names what needs it, e.g. `the redis backend`. */
+  constructor(feature: string, driver: string, options: { cause?: unknown } = {}) {
+    super('DRIVER_MISSING', `${feature} needs the '${driver}' package: npm i ${driver}`, {
       ...options,
-      context: { backend, driver },
+      context: { feature, driver },
     });
     this.driver = driver;
   }

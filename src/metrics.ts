@@ -6,17 +6,25 @@
  * Lock ids are not labels by default: an unbounded label set is how a metrics backend
  * falls over. Pass `lockIdLabel: true` only when lock ids are few and known.
  */
-import type { Registry } from 'prom-client';
 import type { Locker } from './locker.js';
 import type { LockerEvents } from './events.js';
+import { DriverMissingError } from './errors.js';
+
+/**
+ * The part of a prom-client `Registry` locksmith uses. Structural, so that these types
+ * compile without prom-client installed; pass prom-client's `Registry` (or `register`).
+ */
+export interface RegistryLike {
+  getSingleMetric(name: string): unknown;
+}
 
 /** Options of {@link instrumentPrometheus}. */
 export interface PrometheusOptions {
-  /** Registry to register on (default: prom-client's global registry). */
-  readonly registry?: Registry;
-  /** Metric name prefix (default `locksmith_`). */
+  /** Registry to register on. @default prom-client's global registry */
+  readonly registry?: RegistryLike;
+  /** Metric name prefix. @default 'locksmith_' */
   readonly prefix?: string;
-  /** Add a `lock_id` label (default false: beware of cardinality). */
+  /** Add a `lock_id` label (beware of cardinality). @default false */
   readonly lockIdLabel?: boolean;
 }
 
@@ -25,8 +33,9 @@ export interface PrometheusOptions {
  * Resolves with a function that detaches the listeners (the metrics stay registered).
  */
 export async function instrumentPrometheus(locker: Locker, options: PrometheusOptions = {}): Promise<() => void> {
-  const prom = await import('prom-client');
-  const registers = options.registry ? [options.registry] : [prom.register];
+  const prom = await loadPromClient();
+  // The registry is prom-client's own type at run time; the public option is structural.
+  const registers = options.registry ? [options.registry as InstanceType<typeof prom.Registry>] : [prom.register];
   const p = options.prefix ?? 'locksmith_';
   const byId = options.lockIdLabel ?? false;
   const labelNames = byId ? (['kind', 'lock_id'] as const) : (['kind'] as const);
@@ -68,4 +77,15 @@ export async function instrumentPrometheus(locker: Locker, options: PrometheusOp
   return () => {
     locker.off('acquired', onAcquired).off('released', onReleased).off('waiting', onWaiting).off('lost', onLost);
   };
+}
+
+async function loadPromClient(): Promise<typeof import('prom-client')> {
+  try {
+    return await import('prom-client');
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND')
+      throw new DriverMissingError('instrumentPrometheus', 'prom-client', { cause: err });
+    throw err;
+  }
 }

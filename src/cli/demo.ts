@@ -4,8 +4,7 @@
  * negative; with `locker.lock` exactly one withdrawal succeeds, fenced by its token.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createLocker } from '../locker.js';
-import { FencedResource } from '../fencing.js';
+import { createLocker, FencedResource } from '../index.js';
 
 /** Outcome of one run of the scenario. */
 export interface DemoOutcome {

@@ -1,100 +1,116 @@
 #!/usr/bin/env node
 /**
- * The `locksmith` command: a thin layer over the public API.
- *   locksmith run <lockId> [--backend URL] [--ttl 10s] [--wait 30s | --no-wait] [--fair] -- cmd args…
- *   locksmith status <lockId> [--backend URL] [--json]
- *   locksmith demo
- *   locksmith bench [--backend URL]
- * The backend URL also comes from LOCKSMITH_BACKEND.
+ * The `locksmith` command: a thin layer over the public API (it imports only the public
+ * entries `locksmith` and `locksmith/bench`). See `locksmith --help` and the README.
  */
-import { realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError, Option } from 'commander';
-import { createLocker } from '../locker.js';
-import { BackendUnavailableError, InvalidArgumentError, LocksmithError } from '../errors.js';
-import { parseDuration } from './duration.js';
+import { BackendUnavailableError, createLocker, DriverMissingError, InvalidArgumentError, LocksmithError } from '../index.js';
+import { formatMatrix, runMatrix } from '../bench/index.js';
+import { parseCount, parseDuration } from './duration.js';
 import { runDemo } from './demo.js';
-import { EXIT, runWithLock } from './run.js';
-import { benchHandoff, benchHot, benchUncontended } from './bench.js';
+import { EXIT, EXIT_HELP } from './exit.js';
+import { runWithLock, type RunHold } from './run.js';
+import { formatStatus } from './status.js';
 
-const backendOption = (): Option =>
-  new Option('-b, --backend <url>', 'backend URL').env('LOCKSMITH_BACKEND').default('memory://', 'memory:// (in-process)');
+/** `--backend`, or `$LOCKSMITH_BACKEND`; `run` and `status` refuse to guess (memory:// coordinates nothing across processes). */
+const backendOption = (fallback?: string): Option => {
+  const o = new Option('-b, --backend <url>', 'backend URL (e.g. redis://127.0.0.1:6379)').env('LOCKSMITH_BACKEND');
+  return fallback ? o.default(fallback) : o;
+};
 
-const stringify = (v: unknown): string => JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? x.toString() : x), 2);
+function requireBackend(url: string | undefined): string {
+  if (url) return url;
+  throw new InvalidArgumentError(
+    '--backend',
+    'no backend given: pass --backend URL or set LOCKSMITH_BACKEND (an in-process memory:// lock would coordinate nothing between processes)',
+  );
+}
 
-/** Build the program (exported for tests). */
-export function program(): Command {
-  const cmd = new Command('locksmith')
-    .description('Distributed locks over Redis, ZooKeeper, Cassandra and more, with fencing tokens and fair queues.')
-    .exitOverride()
-    .showHelpAfterError();
+function version(): string {
+  const pkg: unknown = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+  return typeof pkg === 'object' && pkg !== null && 'version' in pkg ? String(pkg.version) : 'unknown';
+}
 
+interface RunFlags {
+  backend?: string;
+  ttl: string;
+  wait?: string | boolean;
+  fair: boolean;
+  grace: string;
+  shared: boolean;
+  permits?: string;
+  owner?: string;
+  conflictExitCode: string;
+}
+
+function holdOf(flags: RunFlags): RunHold {
+  if (flags.shared && flags.permits !== undefined) throw new InvalidArgumentError('--shared', '--shared and --permits exclude each other');
+  if (flags.shared) return { kind: 'read' };
+  if (flags.permits !== undefined) return { kind: 'semaphore', permits: parseCount(flags.permits, '--permits', 1, 1_000_000) };
+  return { kind: 'mutex' };
+}
+
+function addRun(cmd: Command): void {
   cmd
     .command('run')
     .description('run a command while holding the lock; exits with its status (75: not obtained, 76: lock lost)')
     .argument('<lockId>', 'the lock name')
     .argument('<command...>', 'the command to run (after --)')
     .addOption(backendOption())
-    .option('--ttl <duration>', 'lease length', '10s')
-    .option('--wait <duration>', 'give up after waiting this long (default: wait forever)')
-    .option('--no-wait', 'one attempt: exit 75 at once if the lock is held')
+    .option('--ttl <duration>', 'lease length (10s, 500ms, or seconds)', '10s')
+    .option('-w, --wait <duration>', 'give up after waiting this long; 0 = one attempt (default: wait forever)')
+    .option('--no-wait', 'one attempt: exit at once if the lock is held (same as --wait 0)')
     .option('--fair', 'FIFO order among waiters', false)
+    .option('-s, --shared', 'a shared (read) hold: many readers together, never with a writer', false)
+    .option('-n, --permits <n>', 'a semaphore with n permits (n holders at once), as consul lock -n')
+    .option('--owner <id>', 'holder id (the same id re-enters); default host:pid:random')
+    .option('-E, --conflict-exit-code <n>', 'exit status when the lock is not obtained', String(EXIT.NOT_OBTAINED))
     .option('--grace <duration>', 'after SIGTERM on loss, SIGKILL after this long', '10s')
-    .action(
-      async (
-        lockId: string,
-        command: string[],
-        opts: { backend: string; ttl: string; wait: string | boolean; fair: boolean; grace: string },
-      ) => {
-        const waitMs = opts.wait === false ? 0 : typeof opts.wait === 'string' ? parseDuration(opts.wait, '--wait') : undefined;
-        const ttlMs = parseDuration(opts.ttl, '--ttl');
-        const graceMs = parseDuration(opts.grace, '--grace');
-        const locker = createLocker(opts.backend, { ttlMs });
-        try {
-          process.exitCode = await runWithLock(locker, {
-            lockId,
-            command,
-            ttlMs,
-            waitMs,
-            fair: opts.fair,
-            graceMs,
-            progress: (line) => process.stderr.write(`${line}\n`),
-          });
-        } finally {
-          await locker.close();
-        }
-      },
-    );
-
-  cmd
-    .command('status')
-    .description('show holders, tokens, expiry and waiters of a lock')
-    .argument('<lockId>', 'the lock name')
-    .addOption(backendOption())
-    .option('--json', 'print JSON', false)
-    .action(async (lockId: string, opts: { backend: string; json: boolean }) => {
-      const locker = createLocker(opts.backend);
+    .action(async (lockId: string, command: string[], flags: RunFlags) => {
+      const waitMs = flags.wait === false ? 0 : typeof flags.wait === 'string' ? parseDuration(flags.wait, '--wait', true) : undefined;
+      const ttlMs = parseDuration(flags.ttl, '--ttl');
+      const locker = createLocker(requireBackend(flags.backend), { ttlMs });
       try {
-        const state = await locker.inspect(lockId);
-        if (opts.json) {
-          process.stdout.write(`${stringify(state)}\n`);
-          return;
-        }
-        process.stdout.write(`lock: ${state.lockId}\n`);
-        if (state.holders.length === 0) process.stdout.write('holder: (free)\n');
-        for (const h of state.holders) {
-          const exp = h.expiresInMs === undefined ? '' : `, expires in ${h.expiresInMs} ms`;
-          process.stdout.write(
-            `holder: ${h.ownerId} (${h.kind}), token ${h.token}${exp}${h.count && h.count > 1 ? `, count ${h.count}` : ''}\n`,
-          );
-        }
-        process.stdout.write(`waiters: ${state.waiters}\n`);
-        if (state.lastToken !== undefined) process.stdout.write(`last token: ${state.lastToken}\n`);
+        process.exitCode = await runWithLock(locker, {
+          lockId,
+          command,
+          hold: holdOf(flags),
+          ttlMs,
+          waitMs,
+          fair: flags.fair,
+          graceMs: parseDuration(flags.grace, '--grace'),
+          ...(flags.owner === undefined ? {} : { owner: flags.owner }),
+          conflictExitCode: parseCount(flags.conflictExitCode, '--conflict-exit-code', 0, 255),
+          progress: (line) => process.stderr.write(`${line}\n`),
+        });
       } finally {
         await locker.close();
       }
     });
+}
 
+function addStatus(cmd: Command, out: Output): void {
+  cmd
+    .command('status')
+    .description('show holders (who, token, expiry) and waiters of a lock; exits 0 when held, 1 when free')
+    .argument('<lockId>', 'the lock name')
+    .addOption(backendOption())
+    .option('--json', 'print JSON', false)
+    .action(async (lockId: string, opts: { backend?: string; json: boolean }) => {
+      const locker = createLocker(requireBackend(opts.backend));
+      try {
+        const state = await locker.inspect(lockId);
+        out(formatStatus(state, opts.json));
+        process.exitCode = state.holders.length > 0 ? 0 : EXIT.FREE;
+      } finally {
+        await locker.close();
+      }
+    });
+}
+
+function addDemo(cmd: Command): void {
   cmd
     .command('demo')
     .description('the ATM scenario: withdrawals without a lock (the balance goes negative) and with one')
@@ -103,64 +119,89 @@ export function program(): Command {
       const { unlocked, locked } = await runDemo({ backend: opts.backend });
       if (!(unlocked.finalBalance < 0 && locked.finalBalance >= 0)) process.exitCode = 1;
     });
+}
 
+interface BenchFlags {
+  backend: string;
+  iterations: string;
+  contenders: string;
+  duration: string;
+  critical: string;
+  keys: string;
+  waiters: string;
+  fair: boolean;
+  json: boolean;
+}
+
+function addBench(cmd: Command, out: Output): void {
   cmd
     .command('bench')
-    .description('uncontended latency, hand-off latency and a hot lock with N contenders against a backend')
-    .addOption(backendOption())
-    .option('--iterations <n>', 'samples for the latency figures', '200')
-    .option('--contenders <n>', 'clients on the hot lock', '16')
-    .option('--duration <duration>', 'length of the hot-lock run', '5s')
-    .option('--critical <duration>', 'critical section length', '2ms')
+    .description('the benchmark matrix: uncontended, hand-off, hot lock at several contender counts, many keys, many waiters')
+    .addOption(backendOption('memory://bench'))
+    .option('--iterations <n>', 'samples for the latency rows', '200')
+    .option('--contenders <list>', 'contender counts of the hot-lock rows', '1,2,8,32,64')
+    .option('--duration <duration>', 'length of each hot-lock row', '3s')
+    .option('--critical <duration>', 'critical section in the hot-lock rows', '2ms')
+    .option('--keys <n>', 'distinct keys of the keys row (0: skip)', '10000')
+    .option('--waiters <n>', 'waiters of the waiters row (0: skip)', '1000')
     .option('--fair', 'fair mode', false)
-    .action(
-      async (opts: { backend: string; iterations: string; contenders: string; duration: string; critical: string; fair: boolean }) => {
-        const n = Number(opts.iterations);
-        const c = Number(opts.contenders);
-        if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('--iterations', '--iterations must be an integer ≥ 1');
-        if (!Number.isInteger(c) || c < 1) throw new InvalidArgumentError('--contenders', '--contenders must be an integer ≥ 1');
-        const make = (o?: object) => createLocker(opts.backend, { ...o });
-        const unc = await benchUncontended(make, n);
-        const hand = await benchHandoff(make, Math.min(n, 100), opts.fair);
-        const hot = await benchHot(
-          make,
-          c,
-          parseDuration(opts.duration, '--duration'),
-          parseDuration(opts.critical, '--critical'),
-          opts.fair,
-        );
-        const row = { backend: opts.backend, fair: opts.fair, uncontended: unc, handoff: hand, hot };
-        process.stdout.write(`uncontended acquire+release: p50 ${unc.p50.toFixed(3)} ms, p99 ${unc.p99.toFixed(3)} ms\n`);
-        process.stdout.write(`hand-off: p50 ${hand.p50.toFixed(3)} ms, p99 ${hand.p99.toFixed(3)} ms\n`);
-        process.stdout.write(
-          `hot lock, ${c} contenders: ${hot.opsPerSec.toFixed(1)} ops/s, Jain ${hot.jain.toFixed(3)}, longest streak ${hot.longestStreak}\n`,
-        );
-        process.stdout.write(`${JSON.stringify(row, (_k, x: unknown) => (typeof x === 'number' ? Math.round(x * 1000) / 1000 : x))}\n`);
-      },
-    );
+    .option('--json', 'print the result as JSON', false)
+    .action(async (f: BenchFlags) => {
+      const contenders = f.contenders.split(',').map((c) => parseCount(c, '--contenders', 1, 10_000));
+      const result = await runMatrix((o) => createLocker(f.backend, { ...o }), {
+        iterations: parseCount(f.iterations, '--iterations', 1, 1_000_000),
+        contenders,
+        durationMs: parseDuration(f.duration, '--duration'),
+        criticalMs: parseDuration(f.critical, '--critical', true),
+        keys: parseCount(f.keys, '--keys', 0, 10_000_000),
+        waiters: parseCount(f.waiters, '--waiters', 0, 1_000_000),
+        fair: f.fair,
+        onRow: (label) => process.stderr.write(`locksmith bench: ${label}\n`),
+      });
+      if (f.json) out(`${JSON.stringify({ backend: f.backend, ...result })}\n`);
+      else out(`${[`backend: ${f.backend}`, ...formatMatrix(result)].join('\n')}\n`);
+    });
+}
+
+/** Where a command's results go (stdout unless a test captures them). */
+export type Output = (text: string) => void;
+
+const toStdout: Output = (text) => void process.stdout.write(text);
+
+/** Build the program (exported for tests). */
+export function program(out: Output = toStdout): Command {
+  const cmd = new Command('locksmith')
+    .description('Distributed locks over Redis, ZooKeeper, etcd, Cassandra, MySQL and PostgreSQL, with fencing tokens and fair queues.')
+    .version(version(), '-V, --version')
+    .exitOverride()
+    .configureOutput({ writeOut: out })
+    .showHelpAfterError()
+    .addHelpText('after', EXIT_HELP);
+  addRun(cmd);
+  addStatus(cmd, out);
+  addDemo(cmd);
+  addBench(cmd, out);
   return cmd;
 }
 
+/** The exit status of an error thrown by a command. */
+function statusOf(err: unknown): number {
+  if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : EXIT.USAGE;
+  const text = `locksmith: ${err instanceof LocksmithError ? `${err.code}: ` : ''}${err instanceof Error ? err.message : String(err)}\n`;
+  process.stderr.write(text);
+  if (err instanceof InvalidArgumentError) return EXIT.USAGE;
+  if (err instanceof BackendUnavailableError || err instanceof DriverMissingError) return EXIT.UNAVAILABLE;
+  return EXIT.SOFTWARE;
+}
+
 /** Run the CLI with `argv` (without node and script); resolves with the exit code. */
-export async function main(argv: readonly string[]): Promise<number> {
+export async function main(argv: readonly string[], out: Output = toStdout): Promise<number> {
   process.exitCode = 0;
   try {
-    await program().parseAsync([...argv], { from: 'user' });
+    await program(out).parseAsync([...argv], { from: 'user' });
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
-    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : EXIT.USAGE;
-    if (err instanceof InvalidArgumentError) {
-      process.stderr.write(`locksmith: ${err.message}\n`);
-      return EXIT.USAGE;
-    }
-    if (err instanceof BackendUnavailableError) {
-      process.stderr.write(`locksmith: ${err.message}\n`);
-      return EXIT.UNAVAILABLE;
-    }
-    process.stderr.write(
-      `locksmith: ${err instanceof LocksmithError ? `${err.code}: ` : ''}${err instanceof Error ? err.message : String(err)}\n`,
-    );
-    return 1;
+    return statusOf(err);
   }
 }
 

@@ -1,99 +1,132 @@
 /**
  * `locksmith run <lockId> -- cmd args…`: run a command while holding the lock (like
- * `flock`, `etcdctl lock`, `consul lock`). The child gets `LOCKSMITH_TOKEN` and
- * `LOCKSMITH_LOCK_ID`; if the lock is lost it is stopped (SIGTERM, then SIGKILL after a
- * grace period). The exit status is the child's, or one of {@link EXIT}.
+ * `flock`, `etcdctl lock`, `consul lock`). The child gets `LOCKSMITH_TOKEN`,
+ * `LOCKSMITH_LOCK_ID` and `LOCKSMITH_OWNER`; signals sent to locksmith are forwarded to it;
+ * if the lock is lost it is stopped (SIGTERM, then SIGKILL after a grace period). A SIGINT
+ * or SIGTERM while still waiting abandons the wait (its queue entry goes) and exits 130/143.
  */
-import { spawn } from 'node:child_process';
-import { constants } from 'node:os';
-import type { Locker } from '../locker.js';
-import type { Lock } from '../lock.js';
-import { LockTimeoutError } from '../errors.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { EventEmitter } from 'node:events';
+import { LockTimeoutError, type Lock, type Locker } from '../index.js';
+import { EXIT, signalStatus } from './exit.js';
 
-/** Exit statuses of `locksmith run` that are not the child's own. */
-export const EXIT = Object.freeze({
-  /** Bad arguments. */
-  USAGE: 64,
-  /** The backend could not be reached. */
-  UNAVAILABLE: 69,
-  /** The lock was not obtained (held by another with --no-wait, or --wait ran out). */
-  NOT_OBTAINED: 75,
-  /** The lock was lost while the command ran; the command was stopped. */
-  LOST: 76,
-});
+/** Signals forwarded to the child while it runs. */
+const FORWARDED: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'];
+/** Signals that end a wait. */
+const INTERRUPTS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
+/** What kind of hold `run` takes. */
+export type RunHold = { readonly kind: 'mutex' } | { readonly kind: 'read' } | { readonly kind: 'semaphore'; readonly permits: number };
 
 /** Options of {@link runWithLock}. */
 export interface RunOptions {
   readonly lockId: string;
   readonly command: readonly string[];
+  readonly hold?: RunHold;
   readonly ttlMs: number;
-  /** undefined: wait forever; 0: one attempt (--no-wait). */
+  /** undefined: wait forever; 0: one attempt. */
   readonly waitMs: number | undefined;
   readonly fair: boolean;
   readonly graceMs: number;
+  /** Holder id; default `host:pid:random` so that `status` can say who holds. */
+  readonly owner?: string;
+  /** Exit status when the lock is not obtained. @default 75 */
+  readonly conflictExitCode?: number;
   readonly progress: (line: string) => void;
+  /** Where signals come from (default `process`; tests pass their own emitter). */
+  readonly signals?: EventEmitter;
 }
 
-/** Acquire, run the child, release; resolve with the exit status to use. */
-export async function runWithLock(locker: Locker, o: RunOptions): Promise<number> {
+/** A holder id that names this process: `host:pid:random`. */
+export function processOwner(): string {
+  return `${hostname()}:${process.pid}:${randomBytes(6).toString('base64url')}`;
+}
+
+/** Listen for `signals` on `source` until the returned function is called. */
+function onSignals(source: EventEmitter, signals: readonly NodeJS.Signals[], handler: (sig: NodeJS.Signals) => void): () => void {
+  const handlers = signals.map((sig) => [sig, () => handler(sig)] as const);
+  for (const [sig, h] of handlers) source.on(sig, h);
+  return () => {
+    for (const [sig, h] of handlers) source.off(sig, h);
+  };
+}
+
+/** Acquire (abandoning the wait on SIGINT/SIGTERM/SIGHUP): the lock, or the exit status to use. */
+async function obtain(locker: Locker, o: RunOptions): Promise<Lock | number> {
+  const ctl = new AbortController();
+  let interrupted: NodeJS.Signals | undefined;
+  const stopListening = onSignals(o.signals ?? process, INTERRUPTS, (sig) => {
+    interrupted ??= sig;
+    ctl.abort(new Error(`interrupted by ${sig}`));
+  });
   const started = performance.now();
   const ticker = setInterval(() => {
     o.progress(`locksmith: waiting for lock '${o.lockId}' (${Math.round((performance.now() - started) / 1000)} s)`);
   }, 2_000);
-  let lock: Lock | null;
+  const options = { ttlMs: o.ttlMs, fair: o.fair, owner: o.owner ?? processOwner(), signal: ctl.signal };
+  const wait = o.waitMs === undefined ? {} : { timeoutMs: o.waitMs };
+  const hold = o.hold ?? { kind: 'mutex' };
   try {
-    if (o.waitMs === 0) lock = await locker.tryLock(o.lockId, { ttlMs: o.ttlMs, fair: o.fair });
-    else if (o.waitMs === undefined) lock = await locker.lock(o.lockId, { ttlMs: o.ttlMs, fair: o.fair });
-    else lock = await locker.lock(o.lockId, { ttlMs: o.ttlMs, fair: o.fair, timeoutMs: o.waitMs });
+    if (hold.kind === 'read') return await locker.readWriteLock(o.lockId).read({ ...options, ...wait });
+    if (hold.kind === 'semaphore') return await locker.semaphore(o.lockId, { permits: hold.permits }).acquire({ ...options, ...wait });
+    return await locker.lock(o.lockId, { ...options, ...wait });
   } catch (err) {
-    if (err instanceof LockTimeoutError) lock = null;
-    else throw err;
+    if (interrupted) return signalStatus(interrupted);
+    if (!(err instanceof LockTimeoutError)) throw err;
+    o.progress(`locksmith: lock '${o.lockId}' is held by another; not obtained`);
+    return o.conflictExitCode ?? EXIT.NOT_OBTAINED;
   } finally {
     clearInterval(ticker);
+    stopListening();
   }
-  if (!lock) {
-    o.progress(`locksmith: lock '${o.lockId}' is held by another; not obtained`);
-    return EXIT.NOT_OBTAINED;
-  }
-  const held = lock;
+}
+
+/** Acquire, run the child, release; resolve with the exit status to use. */
+export async function runWithLock(locker: Locker, o: RunOptions): Promise<number> {
   const [cmd, ...args] = o.command;
   if (cmd === undefined) return EXIT.USAGE;
+  const got = await obtain(locker, o);
+  if (typeof got === 'number') return got;
   try {
-    return await new Promise<number>((resolve) => {
-      const child = spawn(cmd, args, {
-        stdio: 'inherit',
-        env: { ...process.env, LOCKSMITH_TOKEN: String(held.token), LOCKSMITH_LOCK_ID: held.lockId },
-      });
-      let lost = false;
-      let killTimer: NodeJS.Timeout | undefined;
-      const onLost = (): void => {
-        lost = true;
-        o.progress(`locksmith: lock '${o.lockId}' lost; stopping the command`);
-        child.kill('SIGTERM');
-        killTimer = setTimeout(() => child.kill('SIGKILL'), o.graceMs);
-      };
-      held.signal.addEventListener('abort', onLost, { once: true });
-      // Forward the usual termination signals so Ctrl-C stops the child and then releases.
-      const forward = (sig: NodeJS.Signals) => () => child.kill(sig);
-      const fwd = { SIGINT: forward('SIGINT'), SIGTERM: forward('SIGTERM'), SIGHUP: forward('SIGHUP') };
-      for (const [sig, h] of Object.entries(fwd)) process.on(sig, h);
-      const done = (code: number): void => {
-        clearTimeout(killTimer);
-        held.signal.removeEventListener('abort', onLost);
-        for (const [sig, h] of Object.entries(fwd)) process.off(sig, h);
-        resolve(code);
-      };
-      child.once('error', (err) => {
-        o.progress(`locksmith: could not start '${cmd}': ${err.message}`);
-        done(127);
-      });
-      child.once('exit', (code, signal) => {
-        if (lost) done(EXIT.LOST);
-        else if (code !== null) done(code);
-        else done(128 + (signal ? (constants.signals[signal] ?? 0) : 0));
-      });
-    });
+    return await supervise(got, cmd, args, o);
   } finally {
-    await held.release().catch(() => undefined);
+    await got.release().catch(() => undefined);
   }
+}
+
+/** Run the child under the lock: forward signals, stop it on loss, resolve with the exit status. */
+function supervise(lock: Lock, cmd: string, args: readonly string[], o: RunOptions): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const child: ChildProcess = spawn(cmd, args, {
+      stdio: 'inherit',
+      env: { ...process.env, LOCKSMITH_TOKEN: lock.token.toString(), LOCKSMITH_LOCK_ID: lock.lockId, LOCKSMITH_OWNER: lock.ownerId },
+    });
+    let lost = false;
+    let killTimer: NodeJS.Timeout | undefined;
+    const onLost = (): void => {
+      lost = true;
+      o.progress(`locksmith: lock '${o.lockId}' lost; stopping the command`);
+      child.kill('SIGTERM');
+      killTimer = setTimeout(() => child.kill('SIGKILL'), o.graceMs);
+    };
+    lock.signal.addEventListener('abort', onLost, { once: true });
+    const stopForwarding = onSignals(o.signals ?? process, FORWARDED, (sig) => child.kill(sig));
+    const done = (code: number): void => {
+      clearTimeout(killTimer);
+      lock.signal.removeEventListener('abort', onLost);
+      stopForwarding();
+      resolve(code);
+    };
+    child.once('error', (err) => {
+      o.progress(`locksmith: could not start '${cmd}': ${err.message}`);
+      done(EXIT.NOT_FOUND);
+    });
+    child.once('exit', (code, signal) => {
+      if (lost) done(EXIT.LOST);
+      else if (code !== null) done(code);
+      else done(signal ? signalStatus(signal) : EXIT.SOFTWARE);
+    });
+  });
 }

@@ -1,12 +1,32 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { EventEmitter } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createLocker } from '../../src/index.js';
 import { runDemo } from '../../src/cli/demo.js';
 import { main } from '../../src/cli/main.js';
-import { EXIT, runWithLock } from '../../src/cli/run.js';
+import { EXIT } from '../../src/cli/exit.js';
+import { runWithLock, type RunOptions } from '../../src/cli/run.js';
+import { describeOwner } from '../../src/cli/status.js';
 import { FaultyBackend } from './faulty.js';
 import { parseDuration } from '../../src/cli/duration.js';
-import { jainIndex, longestStreak, percentiles } from '../../src/cli/bench.js';
+import { jainIndex, longestStreak, percentiles } from '../../src/bench/index.js';
+import { waitingOn } from '../helpers.js';
+
+/** Run the CLI and capture what it prints as results. */
+async function stdoutOf(argv: string[]): Promise<{ code: number; out: string }> {
+  const chunks: string[] = [];
+  const code = await main(argv, (text) => void chunks.push(text));
+  return { code, out: chunks.join('') };
+}
+
+const base: Omit<RunOptions, 'lockId' | 'command'> = {
+  ttlMs: 10_000,
+  waitMs: undefined,
+  fair: false,
+  graceMs: 200,
+  progress: () => undefined,
+};
 
 test('the demo: without a lock the balance goes negative, with a lock it never does', async () => {
   const lines: string[] = [];
@@ -18,7 +38,7 @@ test('the demo: without a lock the balance goes negative, with a lock it never d
   assert.ok(lines.some((l) => l.includes('fencing tokens')));
 });
 
-test('locksmith run passes the token to the child and exits with its status', async () => {
+test('locksmith run passes the token, lock id and owner to the child and exits with its status', async () => {
   const code = await main([
     'run',
     'cli:run',
@@ -27,20 +47,97 @@ test('locksmith run passes the token to the child and exits with its status', as
     '--',
     'sh',
     '-c',
-    'test -n "$LOCKSMITH_TOKEN" && test "$LOCKSMITH_LOCK_ID" = cli:run && exit 7',
+    'test -n "$LOCKSMITH_TOKEN" && test "$LOCKSMITH_LOCK_ID" = cli:run && test -n "$LOCKSMITH_OWNER" && exit 7',
   ]);
   assert.equal(code, 7);
 });
 
-test('locksmith run --no-wait exits 75 when another holds the lock', async () => {
+test('locksmith run refuses to guess a backend (memory:// coordinates nothing across processes)', async () => {
+  const previous = process.env.LOCKSMITH_BACKEND;
+  delete process.env.LOCKSMITH_BACKEND;
+  try {
+    assert.equal(await main(['run', 'x', '--', 'true']), EXIT.USAGE);
+    assert.equal(await main(['status', 'x']), EXIT.USAGE);
+    process.env.LOCKSMITH_BACKEND = 'memory://cli-env';
+    assert.equal(await main(['run', 'x', '--', 'true']), 0);
+  } finally {
+    if (previous === undefined) delete process.env.LOCKSMITH_BACKEND;
+    else process.env.LOCKSMITH_BACKEND = previous;
+  }
+});
+
+test('locksmith run --no-wait, --wait 0 and --wait N exit 75 (or --conflict-exit-code) when another holds the lock', async () => {
   const other = createLocker('memory://cli');
   const lock = await other.lock('cli:busy');
-  const code = await main(['run', 'cli:busy', '--backend', 'memory://cli', '--no-wait', '--', 'true']);
-  assert.equal(code, EXIT.NOT_OBTAINED);
-  const waited = await main(['run', 'cli:busy', '--backend', 'memory://cli', '--wait', '200ms', '--', 'true']);
-  assert.equal(waited, EXIT.NOT_OBTAINED);
+  const args = (...extra: string[]): string[] => ['run', 'cli:busy', '--backend', 'memory://cli', ...extra, '--', 'true'];
+  assert.equal(await main(args('--no-wait')), EXIT.NOT_OBTAINED);
+  assert.equal(await main(args('--wait', '0')), EXIT.NOT_OBTAINED);
+  assert.equal(await main(args('--wait', '0.2')), EXIT.NOT_OBTAINED);
+  assert.equal(await main(args('--wait', '200ms', '-E', '3')), 3);
   await lock.release();
+  assert.equal(await main(args('--wait', '0')), 0);
   await other.close();
+});
+
+test('locksmith run --shared and --permits take read and semaphore holds', async () => {
+  const other = createLocker('memory://cli-kinds');
+  const reader = await other.readWriteLock('cli:rw').read();
+  const args = (id: string, ...extra: string[]): string[] => [
+    'run',
+    id,
+    '--backend',
+    'memory://cli-kinds',
+    '--wait',
+    '0',
+    ...extra,
+    '--',
+    'true',
+  ];
+  assert.equal(await main(args('cli:rw', '--shared')), 0, 'a reader beside a reader');
+  assert.equal(await main(args('cli:rw')), EXIT.NOT_OBTAINED, 'no writer beside a reader');
+  await reader.release();
+  const permit = await other.semaphore('cli:sem', { permits: 2 }).acquire();
+  assert.equal(await main(args('cli:sem', '-n', '2')), 0, 'the second of two permits');
+  assert.equal(await main(args('cli:sem', '--permits', '1')), EXIT.NOT_OBTAINED);
+  assert.equal(await main(args('cli:sem', '--permits', '2', '--shared')), EXIT.USAGE);
+  await permit.release();
+  await other.close();
+});
+
+test('SIGTERM while waiting abandons the wait (no queue entry left) and exits 143; SIGINT exits 130', async () => {
+  for (const [sig, status] of [
+    ['SIGTERM', 143],
+    ['SIGINT', 130],
+  ] as const) {
+    const table = `memory://cli-signal-${sig}`;
+    const holder = createLocker(table);
+    const held = await holder.lock('cli:sig');
+    const locker = createLocker(table);
+    const signals = new EventEmitter();
+    const waiting = waitingOn(locker, 'cli:sig');
+    const run = runWithLock(locker, { ...base, lockId: 'cli:sig', command: ['true'], fair: true, signals });
+    await waiting;
+    signals.emit(sig);
+    assert.equal(await run, status);
+    assert.equal((await holder.inspect('cli:sig')).waiters, 0, 'the queue entry went with the wait');
+    await held.release();
+    await Promise.all([locker.close(), holder.close()]);
+  }
+});
+
+test('signals sent to locksmith run are forwarded to the command', async () => {
+  const locker = createLocker('memory://cli-forward');
+  const signals = new EventEmitter();
+  const run = runWithLock(locker, {
+    ...base,
+    lockId: 'cli:fwd',
+    command: ['sh', '-c', 'trap "exit 42" USR1; while true; do sleep 0.05; done'],
+    signals,
+  });
+  await sleep(300);
+  signals.emit('SIGUSR1');
+  assert.equal(await run, 42);
+  await locker.close();
 });
 
 test('locksmith run stops the child when the lock is lost and exits 76', async () => {
@@ -49,51 +146,57 @@ test('locksmith run stops the child when the lock is lost and exits 76', async (
   backend.extendError = new Error('backend unreachable');
   const locker = createLocker(backend, { ttlMs: 300 });
   const started = performance.now();
-  const code = await runWithLock(locker, {
-    lockId: 'cli:lost',
-    command: ['sleep', '30'],
-    ttlMs: 300,
-    waitMs: 0,
-    fair: false,
-    graceMs: 200,
-    progress: () => undefined,
-  });
+  const code = await runWithLock(locker, { ...base, lockId: 'cli:lost', command: ['sleep', '30'], ttlMs: 300, waitMs: 0 });
   assert.equal(code, EXIT.LOST);
   assert.ok(performance.now() - started < 25_000, 'the child was stopped, not waited for');
   await locker.close();
 });
 
 test('locksmith rejects bad arguments with the usage status', async () => {
-  assert.equal(await main(['run', 'x', '--ttl', '10', '--', 'true']), EXIT.USAGE);
+  assert.equal(await main(['run', 'x', '--backend', 'memory://', '--ttl', 'ten', '--', 'true']), EXIT.USAGE);
   assert.equal(await main(['run', 'x', '--backend', 'nope://', '--', 'true']), EXIT.USAGE);
+  assert.equal(await main(['run', 'x', '--backend', 'memory://', '-E', '300', '--', 'true']), EXIT.USAGE);
   assert.equal(await main(['frobnicate']), EXIT.USAGE);
 });
 
-test('locksmith status prints holder and token', async () => {
-  const locker = createLocker('memory://cli-status');
-  const lock = await locker.lock('st');
-  const chunks: string[] = [];
-  const write = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((c: string | Uint8Array) => {
-    chunks.push(String(c));
-    return true;
-  }) as typeof process.stdout.write;
-  try {
-    assert.equal(await main(['status', 'st', '--backend', 'memory://cli-status', '--json']), 0);
-  } finally {
-    process.stdout.write = write;
-  }
-  const state = JSON.parse(chunks.join('')) as { holders: { token: string }[] };
-  assert.equal(state.holders[0]?.token, String(lock.token));
-  await locker.close();
+test('locksmith --version prints the package version', async () => {
+  const { code, out } = await stdoutOf(['--version']);
+  assert.equal(code, 0);
+  assert.match(out, /^\d+\.\d+\.\d+/);
 });
 
-test('durations need a unit', () => {
+test('locksmith --help lists the exit statuses and the LOCKSMITH_ variables', async () => {
+  const { out } = await stdoutOf(['--help']);
+  for (const word of ['Exit statuses', 'LOCKSMITH_BACKEND', 'LOCKSMITH_TOKEN', 'LOCKSMITH_OWNER', '75', '76', '143']) {
+    assert.ok(out.includes(word), `--help mentions ${word}`);
+  }
+});
+
+test('locksmith status: the holder (pid and host as run records them) and token; exit 0 held, 1 free', async () => {
+  const locker = createLocker('memory://cli-status');
+  const lock = await locker.lock('st', { owner: 'build-7:4242:abcdef' });
+  const held = await stdoutOf(['status', 'st', '--backend', 'memory://cli-status']);
+  assert.equal(held.code, 0);
+  assert.match(held.out, /holder: pid 4242 on build-7 \(mutex\), token \d+/);
+  const json = await stdoutOf(['status', 'st', '--backend', 'memory://cli-status', '--json']);
+  const state = JSON.parse(json.out) as { held: boolean; holders: { token: string; holder: string }[] };
+  assert.equal(state.holders[0]?.token, String(lock.token));
+  assert.equal(state.held, true);
+  await lock.release();
+  assert.equal((await stdoutOf(['status', 'st', '--backend', 'memory://cli-status'])).code, EXIT.FREE);
+  await locker.close();
+  assert.equal(describeOwner('not-a-run-owner'), 'not-a-run-owner');
+});
+
+test('durations: units, or a bare number of seconds; 0 only where allowed', () => {
   assert.equal(parseDuration('10s', 'x'), 10_000);
   assert.equal(parseDuration('250ms', 'x'), 250);
   assert.equal(parseDuration('1.5m', 'x'), 90_000);
-  assert.throws(() => parseDuration('10', 'x'), /unit/);
+  assert.equal(parseDuration('10', 'x'), 10_000);
+  assert.equal(parseDuration('0.5', 'x'), 500);
+  assert.equal(parseDuration('0', 'x', true), 0);
   assert.throws(() => parseDuration('0s', 'x'), /> 0/);
+  assert.throws(() => parseDuration('ten', 'x'), /duration/);
 });
 
 test('benchmark statistics: Jain index, longest streak, percentiles', () => {
@@ -103,4 +206,29 @@ test('benchmark statistics: Jain index, longest streak, percentiles', () => {
   const p = percentiles([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
   assert.equal(p.p50, 5);
   assert.equal(p.p99, 10);
+});
+
+test('locksmith bench runs the matrix on memory:// and prints JSON', async () => {
+  const { code, out } = await stdoutOf([
+    'bench',
+    '--iterations',
+    '5',
+    '--contenders',
+    '1,2',
+    '--duration',
+    '100ms',
+    '--keys',
+    '50',
+    '--waiters',
+    '20',
+    '--json',
+  ]);
+  assert.equal(code, 0);
+  const r = JSON.parse(out) as { hot: { contenders: number }[]; keys: { keys: number }; waiters: { waiters: number } };
+  assert.deepEqual(
+    r.hot.map((h) => h.contenders),
+    [1, 2],
+  );
+  assert.equal(r.keys.keys, 50);
+  assert.equal(r.waiters.waiters, 20);
 });

@@ -15,6 +15,7 @@ export class FaultyBackend implements Backend<MemoryTicket, undefined> {
   extendDelayMs = 0;
   acquireDelayMs = 0;
   acquireError: Error | undefined;
+  releaseError: Error | undefined;
   extendCalls = 0;
   concurrentExtends = 0;
   maxConcurrentExtends = 0;
@@ -53,6 +54,7 @@ export class FaultyBackend implements Backend<MemoryTicket, undefined> {
   }
   async release(grant: Grant<undefined>): Promise<boolean> {
     this.log.push('release');
+    if (this.releaseError) throw this.releaseError;
     return this.inner.release(grant);
   }
   inspect(lockId: string): Promise<LockState> {

@@ -62,6 +62,11 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
     return this.#store.size;
   }
 
+  /** Waiters a change has woken so far in this table (each release wakes only whom it lets in). */
+  get wakeups(): number {
+    return this.#store.wakeups;
+  }
+
   async tryAcquire(req: AcquireRequest<MemoryTicket>): Promise<AcquireResult<MemoryTicket, undefined>> {
     const now = performance.now();
     const e = this.#store.entry(req.lockId, now);

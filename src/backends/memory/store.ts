@@ -95,6 +95,8 @@ export class MemoryStore {
   nextWaiterId = 1;
   /** Backends open on this table; the table is forgotten when none is and it is empty. */
   users = 0;
+  /** Sleeping waiters woken so far (tests check that a release wakes only whom it lets in). */
+  wakeups = 0;
 
   get size(): number {
     return this.#entries.size;
@@ -185,8 +187,10 @@ export class MemoryStore {
     for (const w of e.queue) {
       if (compatible(granted, w) && queueAllows(w, passed, granted.length)) {
         granted.push(w);
-        if (w.wake) w.wake();
-        else w.signalled = true;
+        if (w.wake) {
+          this.wakeups += 1;
+          w.wake();
+        } else w.signalled = true;
         if (exclusive(w.kind)) return;
       } else {
         passed.push(w);
