@@ -39,10 +39,9 @@ export function tryMode(s: CallSettings): AcquireMode {
 
 /** What the loop needs from its locker. */
 export interface AcquireHost {
-  readonly driftFactor: number;
   readonly holds: Holds;
-  /** The backend, connected; gives up (rejects with the reason) when `signal` aborts. */
-  backend(signal: AbortSignal): Promise<Backend>;
+  /** The backend, connected (at once when it is); gives up (rejects with the reason) when `signal` aborts. */
+  backend(signal: AbortSignal): Backend | Promise<Backend>;
   /** Refuse options the backend cannot honour. */
   checkCapabilities(backend: Backend, kind: LockKind, s: CallSettings): void;
   /** Abort `controller` on close(); returns the function that stops doing so. */
@@ -76,13 +75,15 @@ export async function acquire(host: AcquireHost, spec: AcquireSpec): Promise<Loc
   // Ref'd on purpose: a caller awaiting a lock keeps the process alive; cleared when the wait ends.
   const timer = t === undefined || !spec.mode.wait ? undefined : setTimeout(() => attempt.abort(TIMEOUT), t);
   try {
-    const again = await host.holds.reenter(spec.lockId, spec.kind, spec.settings.owner, spec.settings.reentrant, attempt.signal);
+    const found = host.holds.reenter(spec.lockId, spec.kind, spec.settings.owner, spec.settings.reentrant, attempt.signal);
+    const again = found instanceof Promise ? await found : found;
     if (again.kind === 'reenter') {
       again.lease.retain();
       host.acquired(again.lease, 0, true);
       return host.handle(again.lease, true, again.done);
     }
-    const backend = await host.backend(attempt.signal);
+    const connecting = host.backend(attempt.signal);
+    const backend = connecting instanceof Promise ? await connecting : connecting;
     host.checkCapabilities(backend, spec.kind, spec.settings);
     try {
       return await new Loop(host, backend, spec, attempt.signal).run();

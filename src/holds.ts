@@ -70,6 +70,8 @@ export type Reentry =
   /** Re-enter `lease`; call `done` when the re-entered handle is released. */
   | { readonly kind: 'reenter'; readonly lease: Lease; readonly done: () => void };
 
+const NONE: Reentry = { kind: 'none' };
+
 /** The re-entry bookkeeping of one locker. */
 export class Holds {
   readonly #context = new AsyncLocalStorage<ReadonlyMap<string, Frame>>();
@@ -92,14 +94,14 @@ export class Holds {
    * Find a hold to re-enter for a new acquisition, waiting for the baton when the context
    * holds it. Semaphores never re-enter (each acquisition is one more permit).
    */
-  async reenter(
+  reenter(
     lockId: string,
     kind: LockKind,
     owner: string | undefined,
     reentrant: boolean | undefined,
     signal: AbortSignal,
-  ): Promise<Reentry> {
-    if (kind === 'semaphore') return { kind: 'none' };
+  ): Reentry | Promise<Reentry> {
+    if (kind === 'semaphore') return NONE;
     const frame = this.#context.getStore()?.get(this.#contextKey(kind, lockId));
     if (frame?.lease.valid && reentrant !== false) {
       if (reentrant !== true) {
@@ -110,13 +112,22 @@ export class Holds {
           { context: { lockId } },
         );
       }
-      const pass = await frame.baton.take(signal);
-      if (frame.lease.valid) return { kind: 'reenter', lease: frame.lease, done: pass };
-      pass();
+      return this.#takeTurn(frame, lockId, kind, owner, signal);
     }
+    return this.#byOwnerHold(lockId, kind, owner);
+  }
+
+  async #takeTurn(frame: Frame, lockId: string, kind: LockKind, owner: string | undefined, signal: AbortSignal): Promise<Reentry> {
+    const pass = await frame.baton.take(signal);
+    if (frame.lease.valid) return { kind: 'reenter', lease: frame.lease, done: pass };
+    pass();
+    return this.#byOwnerHold(lockId, kind, owner);
+  }
+
+  #byOwnerHold(lockId: string, kind: LockKind, owner: string | undefined): Reentry {
     const byOwner = owner === undefined ? undefined : this.#byOwner.get(Holds.#ownerKey(kind, lockId, owner));
     if (byOwner?.valid) return { kind: 'reenter', lease: byOwner, done: () => undefined };
-    return { kind: 'none' };
+    return NONE;
   }
 
   /** Remember a fresh hold taken with an explicit owner. */

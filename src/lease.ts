@@ -48,13 +48,19 @@ export class Lease {
   readonly #backend: Backend;
   readonly #settings: LeaseSettings;
   readonly #hooks: LeaseHooks;
-  readonly #controller = new AbortController();
+  /** Created on first use: most holds end without anybody reading their signal. */
+  #controller: AbortController | undefined;
   #state: LeaseState = 'held';
   #validUntil: number;
   #lastSentAt: number;
   #refs = 1;
-  #renewTimer: NodeJS.Timeout | undefined;
-  #expiryTimer: NodeJS.Timeout | undefined;
+  /**
+   * One timer per lease, armed for the next thing due: the renewal, or (while a renewal is
+   * in flight, or without autoExtend) the loss deadline.
+   */
+  #timer: NodeJS.Timeout | undefined;
+  /** When the next automatic renewal is due (Infinity: none, or one is in flight). */
+  #renewAt = Number.POSITIVE_INFINITY;
   #inflight: Promise<void> | undefined;
   #releasing: Promise<boolean> | undefined;
 
@@ -67,13 +73,14 @@ export class Lease {
     this.#validUntil = validityDeadline(sentAt, grant.ttlMs, settings.driftFactor);
   }
 
-  /** Arm the timers. Separate from the constructor so the locker can first check validity. */
+  /** Arm the timer. Separate from the constructor so the locker can first check validity. */
   start(): void {
-    this.#armExpiry();
-    this.#armRenewal();
+    this.#renewAt = this.#settings.autoExtend ? this.#lastSentAt + this.#renewEveryMs() : Number.POSITIVE_INFINITY;
+    this.#schedule();
   }
 
   get signal(): AbortSignal {
+    this.#controller ??= new AbortController();
     return this.#controller.signal;
   }
   get validUntil(): number {
@@ -106,36 +113,39 @@ export class Lease {
     return Math.max(1, Math.min(this.#settings.ttlMs, this.grant.ttlMs) / 3);
   }
 
-  #armExpiry(): void {
-    clearTimeout(this.#expiryTimer);
-    const delay = Math.max(0, this.#abortAt() - now());
-    this.#expiryTimer = setTimeout(() => this.lose('expired'), delay);
-    this.#expiryTimer.unref();
+  #schedule(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#state !== 'held') return;
+    const at = Math.min(this.#renewAt, this.#abortAt());
+    this.#timer = setTimeout(() => this.#tick(), Math.max(0, at - now()));
+    this.#timer.unref();
   }
 
-  #armRenewal(delay = this.#lastSentAt + this.#renewEveryMs() - now()): void {
-    if (!this.#settings.autoExtend || this.#state !== 'held') return;
-    clearTimeout(this.#renewTimer);
-    this.#renewTimer = setTimeout(() => void this.#autoRenew(), Math.max(0, delay));
-    this.#renewTimer.unref();
-  }
-
-  async #autoRenew(): Promise<void> {
+  #tick(): void {
+    this.#timer = undefined;
     if (this.#state !== 'held') return;
     // A process paused past its deadline must not renew as if nothing happened.
     if (now() >= this.#abortAt()) {
       this.lose('expired');
       return;
     }
+    if (now() >= this.#renewAt) {
+      this.#renewAt = Number.POSITIVE_INFINITY;
+      void this.#autoRenew();
+    }
+    this.#schedule();
+  }
+
+  async #autoRenew(): Promise<void> {
     try {
       await this.#renew(this.#settings.ttlMs);
-    } catch (err) {
+    } catch {
       if (this.#state !== 'held') return;
-      // Transient failure: keep trying while validity lasts; the expiry timer ends it. Retry
+      // Transient failure: keep trying while validity lasts; the deadline ends it. Retry
       // soon: after a failover the first renewal that reaches a live server is what keeps it.
-      const retry = Math.max(10, Math.min(this.#renewEveryMs() / 10, 250));
-      this.#armRenewal(retry);
-      void err;
+      this.#renewAt = now() + Math.max(10, Math.min(this.#renewEveryMs() / 10, 250));
+      this.#schedule();
     }
   }
 
@@ -148,8 +158,8 @@ export class Lease {
         if (this.#state !== 'held') return;
         this.#lastSentAt = sentAt;
         this.#validUntil = validityDeadline(sentAt, ext.ttlMs, this.#settings.driftFactor);
-        this.#armExpiry();
-        this.#armRenewal();
+        if (this.#settings.autoExtend) this.#renewAt = sentAt + this.#renewEveryMs();
+        this.#schedule();
         this.#hooks.onExtended(this);
       } catch (err) {
         if (err instanceof LockLostError) {
@@ -195,6 +205,7 @@ export class Lease {
       context: { ownerId: this.grant.ownerId, token: this.grant.token, backend: this.#backend.name },
     });
     this.#lossError = error;
+    this.#controller ??= new AbortController();
     this.#controller.abort(error);
     this.#hooks.onLost(this, error);
     this.#hooks.onEnded(this);
@@ -233,9 +244,8 @@ export class Lease {
   }
 
   #clearTimers(): void {
-    clearTimeout(this.#renewTimer);
-    clearTimeout(this.#expiryTimer);
-    this.#renewTimer = undefined;
-    this.#expiryTimer = undefined;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#renewAt = Number.POSITIVE_INFINITY;
   }
 }

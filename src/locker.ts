@@ -30,10 +30,17 @@ export const kAbandon = Symbol('locksmith.abandon');
 
 let lockerSeq = 0;
 
-/** A random holder id: 20 bytes, as the Redlock design asks for the random value. */
+/**
+ * A holder id unique across processes and acquisitions: 16 random bytes drawn once per
+ * process, then a counter (the compare-and-delete of every backend needs uniqueness, not
+ * fresh randomness per acquisition, and `randomBytes` on every lock was measurable).
+ */
 export function randomOwnerId(): string {
-  return randomBytes(20).toString('base64url');
+  ownerSeq += 1;
+  return `${ownerPrefix}${ownerSeq.toString(36)}`;
 }
+const ownerPrefix = `${randomBytes(16).toString('base64url')}.`;
+let ownerSeq = 0;
 
 /** The read and write sides of one read-write lock. */
 export interface ReadWriteLock {
@@ -67,6 +74,8 @@ export class Locker extends TypedEmitter {
   readonly options: LockerOptions;
   readonly #source: URL | Backend;
   #backend: Promise<Backend> | undefined;
+  /** The backend once connected (the hot path skips the promise). */
+  #ready: Backend | undefined;
   #closed = false;
   #closing: Promise<void> | undefined;
   /** Aborted on close: a backend factory still connecting stops. */
@@ -236,10 +245,15 @@ export class Locker extends TypedEmitter {
           ? connect(source, { connectTimeoutMs: this.options.connectTimeoutMs, signal: this.#closeController.signal })
           : Promise.resolve(source);
       this.#backend = p;
-      // A failed connection is retried by the next call instead of being cached forever.
-      p.catch(() => {
-        if (this.#backend === p) this.#backend = undefined;
-      });
+      p.then(
+        (b) => {
+          if (this.#backend === p) this.#ready = b;
+        },
+        () => {
+          // A failed connection is retried by the next call instead of being cached forever.
+          if (this.#backend === p) this.#backend = undefined;
+        },
+      );
     }
     return this.#backend;
   }
@@ -269,9 +283,8 @@ export class Locker extends TypedEmitter {
 
   #makeHost(): AcquireHost {
     return {
-      driftFactor: this.options.driftFactor,
       holds: this.#holds,
-      backend: (signal) => withDeadline(this.#getBackend(), { signal }),
+      backend: (signal) => this.#ready ?? withDeadline(this.#getBackend(), { signal }),
       checkCapabilities: checkCapabilities,
       track: (c) => {
         this.#waits.add(c);
