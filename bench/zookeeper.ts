@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
 import { createLocker, type Locker } from '../src/index.js';
 import { ZkSession, createZooKeeperBackend, type ZooKeeperBackend } from '../src/backends/zookeeper/index.js';
-import { MODE, RC, ZkError } from '../src/backends/zookeeper/client.js';
+import { MODE, RC, ZkError } from '../src/backends/zookeeper/driver.js';
 import { startZooKeeper, type RunningZooKeeper } from '../scripts/servers/zookeeper.js';
 import { jainIndex, longestStreak } from '../src/cli/bench.js';
 

@@ -3,6 +3,7 @@ import { after } from 'node:test';
 import { createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Lock, Locker } from '../src/index.js';
+import type { AcquireRequest } from '../src/backend.js';
 
 /**
  * Resolve with `lock.signal.reason` once the lock's signal aborts. Lease timers are
@@ -95,5 +96,27 @@ export async function blackHole(): Promise<BlackHole> {
         for (const s of sockets) s.destroy();
         server.close(() => resolve());
       }),
+  };
+}
+
+/**
+ * A seam request for tests that drive a backend directly (not through a locker): a waiting,
+ * fair mutex request with a 10 s ttl and a fresh owner, unless `over` says otherwise.
+ */
+export function seamRequest<T = unknown>(lockId: string, ownerId: string, over: Partial<AcquireRequest<T>> = {}): AcquireRequest<T> {
+  return {
+    lockId,
+    kind: 'mutex',
+    permits: 1,
+    ownerId,
+    freshOwner: true,
+    ttlMs: 10_000,
+    fair: true,
+    lockDelayMs: 0,
+    wait: true,
+    ticket: undefined,
+    signal: new AbortController().signal,
+    onLost: () => undefined,
+    ...over,
   };
 }

@@ -1,13 +1,14 @@
 /**
  * Seed 000 on a real Cassandra node, beyond the shared conformance suite: the theorems
  * (at most one holder; in a tryLock race at least one wins), the seed's own stress-test
- * shape, the time service under ±5 s clock skew, the TTL rounding, and bad input.
+ * shape, the time service under ±5 s clock skew, the TTL rounding, bad input, the
+ * hand-off (woken in process, polled across processes) and a waiter that sorts before the
+ * holder (see docs/backends/cassandra.md).
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { AcquireRequest } from '../../src/backend.js';
 import {
   cellTtlSeconds,
   createCassandraBackend,
@@ -25,6 +26,8 @@ import {
 } from '../../src/index.js';
 import { freePort, type RunningServer } from '../../scripts/servers/harness.js';
 import { startCassandra } from '../../scripts/servers/cassandra.js';
+import { request } from './request.js';
+import { waitingOn } from '../helpers.js';
 
 let server: RunningServer | undefined;
 const opened: Array<{ close(): Promise<void> }> = [];
@@ -168,21 +171,7 @@ describe('cassandra: theorems of seed 000', () => {
     const clients = await Promise.all(Array.from({ length: 6 }, () => backend()));
     for (let round = 0; round < 12; round++) {
       const lockId = id(`race-${round}`);
-      const results = await Promise.all(
-        clients.map((b, i) =>
-          b.tryAcquire({
-            lockId,
-            kind: 'mutex',
-            permits: 1,
-            ownerId: `racer-${round}-${i}`,
-            ttlMs: 10_000,
-            fair: true,
-            lockDelayMs: 0,
-            wait: false,
-            onLost: () => undefined,
-          }),
-        ),
-      );
+      const results = await Promise.all(clients.map((b, i) => b.tryAcquire(request(lockId, `racer-${round}-${i}`, { wait: false }))));
       const winners = results.filter((r) => r.granted);
       assert.ok(winners.length >= 1, `round ${round}: nobody won (theorem 3)`);
       assert.equal(winners.length, 1, `round ${round}: ${winners.length} winners (theorem 2)`);
@@ -260,18 +249,7 @@ describe('cassandra: theorems of seed 000', () => {
   test('extend() of a holder whose cells expired rejects LockLostError and rewrites nothing', T, async () => {
     const b = await backend();
     const lockId = id('expired-extend');
-    const req: AcquireRequest = {
-      lockId,
-      kind: 'mutex',
-      permits: 1,
-      ownerId: 'short',
-      ttlMs: 500,
-      fair: true,
-      lockDelayMs: 0,
-      wait: true,
-      onLost: () => undefined,
-    };
-    const r = await b.tryAcquire(req);
+    const r = await b.tryAcquire(request(lockId, 'short', { ttlMs: 500 }));
     assert.ok(r.granted);
     // 500 ms is written as a 2 s cell; wait it out on the server.
     await sleep(2_600);
@@ -335,5 +313,119 @@ describe('cassandra: the time service (seed 000 §5.4)', () => {
       await Promise.all([p1, p2]);
       assert.deepEqual(order, ['first', 'second'], `offsets ${firstOffset} / ${secondOffset}`);
     }
+  });
+});
+
+describe('cassandra: hand-off (docs/backends/cassandra.md, "Hand-off")', () => {
+  test('a release wakes the next waiter of the same process at once, long before its first poll', T, async () => {
+    // pollMs=10000 puts the waiter's first poll at least 5 s after its last attempt, and a
+    // 60 s ttl its first queue-cell rewrite 20 s out: only the release's wake-up is left.
+    const query = 'pollMs=10000';
+    const lockId = id('wake');
+    const a = locker(query, { ttlMs: 60_000 });
+    const b = locker(query, { ttlMs: 60_000 });
+    const held = await a.lock(lockId);
+    const waiting = waitingOn(b, lockId);
+    const next = b.lock(lockId, { timeoutMs: 120_000 });
+    await waiting;
+    const queuedAt = performance.now();
+    await held.release();
+    const got = await next;
+    const tookMs = performance.now() - queuedAt;
+    assert.ok(got.token > held.token);
+    assert.ok(tookMs < 4_000, `the waiter got the lock ${tookMs.toFixed(0)} ms after queueing: by a poll, not by the release`);
+    await got.release();
+  });
+
+  test('without local wake-ups (as from another process) the next in line still takes over, by its poll', T, async () => {
+    const lockId = id('isolated');
+    const [ba, bb] = await Promise.all([
+      createCassandraBackend(url(), { localWakeups: false }),
+      createCassandraBackend(url(), { localWakeups: false }),
+    ]);
+    const a = createLocker(ba);
+    const b = createLocker(bb);
+    opened.push(a, b);
+    const order: string[] = [];
+    const held = await a.lock(lockId);
+    const waiting = waitingOn(b, lockId);
+    const next = b.lock(lockId, { timeoutMs: 120_000 }).then((l) => {
+      order.push('b');
+      return l;
+    });
+    await waiting;
+    order.push('a released');
+    await held.release();
+    const got = await next;
+    assert.deepEqual(order, ['a released', 'b']);
+    assert.ok(got.token > held.token);
+    await got.release();
+  });
+
+  test('a chain of 12 local waiters is served in arrival order, each woken by the one before', T, async () => {
+    const lockId = id('chain');
+    const query = 'pollMs=10000';
+    const holder = await locker(query, { ttlMs: 60_000 }).lock(lockId);
+    const order: number[] = [];
+    const done: Promise<void>[] = [];
+    for (let i = 0; i < 12; i++) {
+      const l = locker(query, { ttlMs: 60_000 });
+      const waiting = waitingOn(l, lockId);
+      done.push(
+        l.lock(lockId, { timeoutMs: 120_000 }).then(async (lock) => {
+          order.push(i);
+          await lock.release();
+        }),
+      );
+      await waiting;
+    }
+    const releasedAt = performance.now();
+    await holder.release();
+    await Promise.all(done);
+    const tookMs = performance.now() - releasedAt;
+    assert.deepEqual(order, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    // Twelve polls would take at least a minute; twelve wake-ups take a blink.
+    assert.ok(tookMs < 20_000, `12 hand-offs took ${tookMs.toFixed(0)} ms: they waited for polls`);
+  });
+});
+
+describe('cassandra: a waiter that sorts before the holder (issue 15, items 1 and 4)', () => {
+  test('it never holds beside the holder, never runs the counter ahead, and inspect() shows the holder its own token', T, async () => {
+    if (!server) throw new Error('cassandra did not start');
+    // A fresh keyspace, so that the time-service cell holds only what these clients push.
+    const ks = `rogue_${randomBytes(4).toString('hex')}`;
+    const at = (query: string): string => `${server!.url.replace(/\/locksmith$/, `/${ks}`)}?create=true&shardSize=2&${query}`;
+    // The rogue's clock is 5 s behind and it never refreshes the shared time again, so its
+    // queue entries sort 5 s before everyone else's: the seed's caveat about a time taken
+    // long before the cell is written.
+    const rogue = await createCassandraBackend(at('timeRefreshMs=60000'), { clock: () => BigInt(Date.now() - 5_000) * 1000n });
+    opened.push(rogue);
+    const lockers = [createLocker(at('')), createLocker(at(''))];
+    opened.push(...lockers);
+    const lockId = id('rogue');
+    const held = await lockers[0]!.lock(lockId, { ttlMs: 30_000 });
+    let r = await rogue.tryAcquire(request(lockId, 'rogue', { ttlMs: 30_000 }));
+    const first = r.granted ? undefined : r.contended.ticket;
+    assert.ok(first?.algorithm === 'fair' && first.ahead === 0, 'the rogue is first in line (the case under test)');
+    for (let i = 0; i < 10; i++) {
+      assert.equal(r.granted, false, `attempt ${i}: the rogue holds beside the holder`);
+      if (r.granted) break;
+      r = await rogue.tryAcquire(request(lockId, 'rogue', { ttlMs: 30_000, ticket: r.contended.ticket }));
+    }
+    assert.equal(r.granted, false, 'the rogue holds beside the holder');
+    const state = await lockers[1]!.inspect(lockId);
+    assert.deepEqual(
+      state.holders.map((h) => [h.ownerId, h.token]),
+      [[held.ownerId, held.token]],
+      'inspect() shows exactly the holder, with its own token',
+    );
+    assert.ok(state.lastToken !== undefined && state.lastToken <= held.token + 1n, `the counter ran ahead to ${state.lastToken}`);
+    await held.release();
+    while (!r.granted) {
+      r = await rogue.tryAcquire(request(lockId, 'rogue', { ttlMs: 30_000, ticket: r.contended.ticket }));
+      if (!r.granted) await rogue.waitForChange(lockId, r.contended.ticket, new AbortController().signal);
+    }
+    assert.ok(r.grant.token > held.token);
+    assert.equal(await rogue.release(r.grant), true);
   });
 });

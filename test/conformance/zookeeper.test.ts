@@ -1,12 +1,11 @@
 /**
  * The shared conformance suite against a real 3-node ZooKeeper ensemble on loopback.
  *
- * A crash is modelled the ZooKeeper way: the client is cut off from every server without
- * closing its session, so its ephemeral nodes go only when the ensemble expires the session.
+ * A crash is modelled the ZooKeeper way (the default `abandon()`, through the backend's
+ * testing-only `Abandonable` hook): the client is cut off from every server without closing
+ * its session, so its ephemeral nodes go only when the ensemble expires the session.
  */
-import { createLocker, type Locker } from '../../src/index.js';
-import { abandon } from '../../src/testing.js';
-import { ZooKeeperBackend, createZooKeeperBackend } from '../../src/backends/zookeeper/index.js';
+import { createLocker } from '../../src/index.js';
 import { startZooKeeper } from '../../scripts/servers/zookeeper.js';
 import { useServer } from '../helpers.js';
 import { conformance } from './suite.js';
@@ -15,24 +14,10 @@ import { conformance } from './suite.js';
 const SESSION_TIMEOUT_MS = 4_000;
 
 const server = await useServer(() => startZooKeeper({ nodes: 3 }));
-const backends = new WeakMap<Locker, ZooKeeperBackend>();
-
-function url(): string {
-  return `zookeeper://${server.connectString}/locksmith-conformance?sessionTimeoutMs=${SESSION_TIMEOUT_MS}`;
-}
 
 await conformance({
   name: 'zookeeper',
-  createLocker(options) {
-    const backend = createZooKeeperBackend(url());
-    const locker = createLocker(backend, options);
-    backends.set(locker, backend);
-    return locker;
-  },
+  createLocker: (options) => createLocker(`${server.url}/locksmith-conformance?sessionTimeoutMs=${SESSION_TIMEOUT_MS}`, options),
   blackHoleUrl: (port) => `zookeeper://127.0.0.1:${port}/locksmith`,
   shortTtlMs: 1_000,
-  async crash(locker) {
-    await backends.get(locker)?.abandon();
-    await abandon(locker);
-  },
 });

@@ -11,6 +11,7 @@ import { createBackend } from '../../src/backends/redis/index.js';
 import { startRedis } from '../../scripts/servers/redis.js';
 import type { RunningServer } from '../../scripts/servers/harness.js';
 import { Redis } from 'ioredis';
+import { seamRequest } from '../helpers.js';
 
 const T = { timeout: 60_000 };
 let server: RunningServer;
@@ -23,18 +24,7 @@ async function backend(): Promise<Backend> {
 }
 
 function request(lockId: string, over: Partial<AcquireRequest> = {}): AcquireRequest {
-  return {
-    lockId,
-    kind: 'mutex',
-    permits: 1,
-    ownerId: randomBytes(20).toString('base64url'),
-    ttlMs: 10_000,
-    fair: true,
-    lockDelayMs: 0,
-    wait: true,
-    onLost: () => undefined,
-    ...over,
-  };
+  return seamRequest(lockId, randomBytes(20).toString('base64url'), over);
 }
 
 async function grantOf(b: Backend, req: AcquireRequest): Promise<Grant> {

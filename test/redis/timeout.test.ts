@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { AcquireRequest } from '../../src/backend.js';
 import { RedisBackend, type RedisClientLike } from '../../src/backends/redis/index.js';
 import { BackendUnavailableError } from '../../src/errors.js';
+import { seamRequest } from '../helpers.js';
 
 test('redis: every command in flight fails on its own commandTimeoutMs deadline, answered ones resolve', async () => {
   const client: RedisClientLike = {
@@ -24,17 +25,7 @@ test('redis: every command in flight fails on its own commandTimeoutMs deadline,
   const backend = new RedisBackend(client, { commandTimeoutMs: 200 });
   // The backend's timer is unref'd (a real client's socket keeps the process alive; this one has none).
   const keepAlive = setInterval(() => undefined, 1_000);
-  const req = (lockId: string): AcquireRequest => ({
-    lockId,
-    kind: 'mutex',
-    permits: 1,
-    ownerId: 'o',
-    ttlMs: 1_000,
-    fair: false,
-    lockDelayMs: 0,
-    wait: false,
-    onLost: () => undefined,
-  });
+  const req = (lockId: string): AcquireRequest => seamRequest(lockId, 'o', { ttlMs: 1_000, fair: false, wait: false });
   const t0 = performance.now();
   const failsAt = (p: Promise<unknown>): Promise<number> =>
     p.then(

@@ -1,23 +1,26 @@
 /**
  * ZooKeeper-specific behaviour against a real 3-node ensemble: server loss under a holder,
  * session expiry (Curator's KillSession technique), the herd-free queue with 1,000 waiters,
- * the Curator-compatible layout, czxid tokens, and typed errors for an unreachable ensemble.
+ * the Curator-compatible layout, czxid tokens, the watchdog's clock, and typed errors for an
+ * unreachable ensemble. Cross-kind behaviour is in kinds.test.ts.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { performance } from 'node:perf_hooks';
-import { BackendUnavailableError, LockLostError, createLocker, type Lock, type Locker } from '../../src/index.js';
+import { BackendUnavailableError, InvalidArgumentError, LockLostError, createLocker, type Lock, type Locker } from '../../src/index.js';
 import {
   ZooKeeperBackend,
   ZkSession,
   createProtectedNode,
   createZooKeeperBackend,
+  decodeLockId,
   encodeLockId,
   type ProtectedCreateSession,
 } from '../../src/backends/zookeeper/index.js';
-import { MODE, RC, ZkError } from '../../src/backends/zookeeper/client.js';
+import { MODE, RC, ZkError } from '../../src/backends/zookeeper/driver.js';
+import { lossOf } from '../helpers.js';
 import { startZooKeeper, type RunningZooKeeper } from '../../scripts/servers/zookeeper.js';
 
 const T = { timeout: 180_000 };
@@ -57,11 +60,11 @@ async function raw(): Promise<ZkSession> {
 }
 
 /** Curator's KillSession: attach to the session from another connection and close it there. */
-async function expireSession(b: ZooKeeperBackend): Promise<void> {
+async function expireSession(b: ZooKeeperBackend, connectString = server.connectString): Promise<void> {
   const s = b.session;
   assert.ok(s, 'the backend has a session');
   const killer = await ZkSession.open({
-    connectString: server.connectString,
+    connectString,
     sessionTimeoutMs: s.sessionTimeoutMs,
     connectTimeoutMs: 30_000,
     resume: s.credentials,
@@ -140,8 +143,7 @@ describe('zookeeper: session expiry', () => {
 
     const reason = await aborted(lock);
     assert.ok(reason instanceof LockLostError);
-    // Whichever the client hears first: its node deleted (the watch) or the expiry itself.
-    assert.ok(reason.reason === 'session' || reason.reason === 'not-held', reason.reason);
+    assert.equal(reason.reason, 'session');
     const nextLock = await next;
     assert.ok(nextLock.token > lock.token);
     await assert.rejects(lock.extend(), LockLostError);
@@ -155,6 +157,23 @@ describe('zookeeper: session expiry', () => {
     assert.ok(again.token > nextLock.token);
     await again.release();
     assert.ok(holderBackend.stats.sessions >= 2);
+  });
+
+  test('a session closed by the ensemble is reported as `session`, even when the node deletion is heard first', T, async () => {
+    // The holder stays attached to one server while the session is closed through another:
+    // that server deletes the holder's nodes, notifies its watches, and only then drops the
+    // connection, so the client hears "node deleted" before it can learn the session ended.
+    const [home, elsewhere] = server.nodes;
+    assert.ok(home && elsewhere);
+    for (let round = 0; round < 3; round++) {
+      const lockId = id(`expire-reason-${round}`);
+      const b = backend(8_000, `${home.host}:${home.port}`);
+      const lock = await client(b, { ttlMs: 30_000 }).lock(lockId);
+      await expireSession(b, `${elsewhere.host}:${elsewhere.port}`);
+      const reason = await lossOf(lock);
+      assert.ok(reason instanceof LockLostError);
+      assert.equal(reason.reason, 'session', `round ${round}`);
+    }
   });
 
   test('a waiter whose own session expires stops waiting with a typed error', T, async () => {
@@ -362,14 +381,24 @@ describe('zookeeper: layout, tokens and Curator compatibility', () => {
     await held.release();
   });
 
-  test('lock ids that are not plain znode names are encoded, and plain ones are kept (Curator paths)', () => {
-    assert.equal(encodeLockId('locks/account-42'), 'locks/account-42');
-    assert.equal(encodeLockId('счёт 42'), 'счёт 42');
-    for (const weird of ['a//b', '/a', 'a/', '.', '..', 'a/../b', '50%', 'zookeeper', 'x\u0000y', 'x\u0001']) {
-      assert.match(encodeLockId(weird), /%/, weird);
-      assert.doesNotMatch(encodeLockId(weird), /\//, weird);
+  test('every lock id is one znode name: printable ASCII kept, `/`, `%` and the rest percent-encoded', () => {
+    assert.equal(encodeLockId('account-42'), 'account-42');
+    assert.equal(encodeLockId('user:42@eu'), 'user:42@eu');
+    assert.equal(encodeLockId('locks/account-42'), 'locks%2Faccount-42');
+    assert.equal(encodeLockId('50%'), '50%25');
+    assert.equal(encodeLockId('a b'), 'a%20b');
+    assert.equal(encodeLockId('счёт'), '%D1%81%D1%87%D1%91%D1%82');
+    assert.equal(encodeLockId('.'), '%2E');
+    assert.equal(encodeLockId('..'), '%2E%2E');
+    assert.equal(encodeLockId('...'), '...');
+    assert.equal(encodeLockId('zookeeper'), '%7Aookeeper');
+    const ids = ['a/b', 'a%2Fb', 'a', 'a/locks', 'a/leases', 'x\u0000y', '.', '%2E', 'zookeeper', '%7Aookeeper', 'ключ/鍵 1', '/', '//'];
+    const names = ids.map(encodeLockId);
+    assert.equal(new Set(names).size, ids.length, 'one-to-one');
+    for (const [i, n] of names.entries()) {
+      assert.doesNotMatch(n, /\//, ids[i]);
+      assert.equal(decodeLockId(n), ids[i]);
     }
-    assert.notEqual(encodeLockId('a/b'), encodeLockId('a%2Fb'));
   });
 });
 
@@ -382,6 +411,16 @@ describe('zookeeper: URLs', () => {
     const s = await raw();
     assert.equal((await s.children(`/via-url/${lockId}`)).length, 1, 'the node is under the chroot');
     await lock.release();
+  });
+
+  test('an unknown or malformed URL parameter is an InvalidArgumentError, not silently ignored', T, async () => {
+    const bad = (e: unknown): boolean => e instanceof InvalidArgumentError && e.argument === 'url';
+    assert.throws(() => createZooKeeperBackend(`zookeeper://${server.connectString}/x?sessionTimeout=5000`), bad);
+    assert.throws(() => createZooKeeperBackend(`zookeeper://${server.connectString}/x?sessionTimeoutMs=soon`), bad);
+    assert.throws(() => createZooKeeperBackend('zookeeper://user:secret@127.0.0.1:2181/x'), (e: unknown) => bad(e) && !String(e).includes('secret'));
+    const locker = createLocker(`${server.url}/x?connectTimeout=100`);
+    open.push(locker);
+    await assert.rejects(locker.lock(id('bad-param')), bad);
   });
 });
 
@@ -462,5 +501,32 @@ describe('zookeeper: servers that stop answering', () => {
       for (const node of server.nodes) node.resume();
     }
     for (const node of server.nodes) await eventually(`${node.name} serves`, async () => (await server.mode(node)) !== undefined);
+  });
+
+  test('the watchdog measures stalls on the monotonic clock: a wall-clock step does not drop a healthy connection', T, async () => {
+    let follower;
+    for (const node of server.nodes) if ((await server.mode(node)) === 'follower') follower = node;
+    assert.ok(follower);
+    // Stall limit: a third of 15 s. The request below waits 2.5 s: no stall, on a steady clock.
+    const s = await ZkSession.open({ connectString: `${follower.host}:${follower.port}`, sessionTimeoutMs: 15_000, connectTimeoutMs: 30_000 });
+    sessions.push(s);
+    const states: string[] = [];
+    s.onState((state) => states.push(state));
+    const realNow = Date.now;
+    follower.pause();
+    let pending: Promise<unknown> | undefined;
+    try {
+      // The wall clock steps back an hour as the request starts, then returns (NTP, a VM resume).
+      Date.now = () => realNow() - 3_600_000;
+      pending = s.exists('/');
+      Date.now = realNow;
+      await sleep(2_500);
+    } finally {
+      Date.now = realNow;
+      follower.resume();
+    }
+    await pending;
+    assert.deepEqual(states, [], 'the connection was never dropped');
+    assert.equal(s.state, 'connected');
   });
 });

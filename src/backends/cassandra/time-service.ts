@@ -9,7 +9,8 @@
  * needs neither a read-before-write nor a lightweight transaction. Every backend instance
  * (the seed's "replicas") pushes its local clock into it every `refreshMs` and reads back
  * the maximum; between refreshes it extrapolates from the last read with the monotonic
- * clock, so `now()` costs nothing and never goes backwards.
+ * clock, so `now()` costs nothing and never goes backwards. On the real clock all the
+ * backends of one process share one service (`sharedTimeService`).
  *
  * Bound: a client whose clock lags the fastest feeder by up to Δ still names its entries
  * no more than about 2·refreshMs (plus network delay) behind the fastest feeder's clock,
@@ -110,4 +111,73 @@ export class TimeService {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
   }
+}
+
+/** One process-wide time service, shared by every backend on the same cluster. */
+interface Shared {
+  readonly service: TimeService;
+  readonly cells: Set<TimeCell>;
+  started: Promise<void> | undefined;
+}
+
+const shared = new Map<string, Shared>();
+
+/** A backend's use of a time service; `release()` when the backend closes. */
+export interface TimeServiceLease {
+  readonly service: TimeService;
+  /** Resolves after the service's first refresh (the first call starts it). */
+  start(): Promise<void>;
+  release(): void;
+}
+
+/** A time service of one backend's own (an injected clock: tests skew it). */
+export function ownTimeService(cell: TimeCell, clock: MicroClock, refreshMs: number): TimeServiceLease {
+  const service = new TimeService(cell, clock, refreshMs);
+  let started: Promise<void> | undefined;
+  return { service, start: () => (started ??= service.start()), release: () => service.close() };
+}
+
+/**
+ * The time service of this process for `key` (one cluster and keyspace), on the real
+ * clock: one feeder per process is the seed's "replica", however many lockers it opens.
+ * It talks through any of its users' cells, and stops with the last user.
+ */
+export function sharedTimeService(key: string, refreshMs: number, cell: TimeCell): TimeServiceLease {
+  const k = `${key}@${refreshMs}`;
+  let s = shared.get(k);
+  if (!s) {
+    const cells = new Set<TimeCell>();
+    const pick = (): TimeCell => {
+      for (const c of cells) return c;
+      throw new Error('the time service has no open session');
+    };
+    s = {
+      service: new TimeService({ push: (m) => pick().push(m), read: () => pick().read() }, systemMicroClock, refreshMs),
+      cells,
+      started: undefined,
+    };
+    shared.set(k, s);
+  }
+  const mine = s;
+  mine.cells.add(cell);
+  const forget = (): void => {
+    mine.service.close();
+    if (shared.get(k) === mine) shared.delete(k);
+  };
+  return {
+    service: mine.service,
+    start: () => {
+      if (!mine.started) {
+        const started = mine.service.start();
+        // A first refresh that failed is not cached: the next backend starts afresh.
+        started.catch(forget);
+        mine.started = started;
+      }
+      return mine.started;
+    },
+    release: () => {
+      mine.cells.delete(cell);
+      if (mine.cells.size === 0) forget();
+    },
+  };
 }

@@ -264,7 +264,7 @@ export class RedisBackend implements Backend {
       };
       return { granted: true, grant };
     }
-    if (!req.wait) return { granted: false, contended: {} };
+    if (!req.wait) return { granted: false, contended: { ticket: undefined } };
     const ticket: RedisTicket = {
       kind: 'redis-ticket',
       waiterId,

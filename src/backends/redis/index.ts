@@ -7,7 +7,7 @@
  */
 import { Redis } from 'ioredis';
 import type { Backend } from '../../backend.js';
-import type { ConnectOptions } from '../../connect.js';
+import type { ConnectOptions } from '../../backend.js';
 import { BackendUnavailableError, InvalidArgumentError } from '../../errors.js';
 import { RedisBackend, type RedisBackendOptions } from './backend.js';
 

@@ -1,17 +1,19 @@
 /**
- * The znode layout, identical to Apache Curator's recipes so that a Java service using
- * Curator and a locksmith client on the same path exclude each other:
+ * The znode layout. Each lock id is ONE znode name directly under the chroot, so no id is
+ * a path prefix of another id or of another kind's nodes; under it, Apache Curator's
+ * recipes (see docs/backends/zookeeper.md, "Layout" and "One id, one lock"):
  *
- * - mutex (`InterProcessMutex(client, base)`): `base/_c_<uuid>-lock-NNNNNNNNNN`
- * - read-write (`InterProcessReadWriteLock(client, base)`):
- *   `base/_c_<uuid>-__READ__NNNNNNNNNN` and `base/_c_<uuid>-__WRIT__NNNNNNNNNN`
- * - semaphore (`InterProcessSemaphoreV2(client, base, maxLeases)`): an internal mutex under
- *   `base/locks/_c_<uuid>-lock-NNNNNNNNNN` and the leases `base/leases/_c_<uuid>-lease-NNNNNNNNNN`
+ * - `P/_c_<uuid>-lock-N`       mutex           (Curator's InterProcessMutex on P)
+ * - `P/_c_<uuid>-__READ__N`    read hold       (InterProcessReadWriteLock on P)
+ * - `P/_c_<uuid>-__WRIT__N`    write hold
+ * - `P/locks/_c_<uuid>-lock-N` the gate: InterProcessSemaphoreV2's internal mutex, also
+ *   taken by mutex and write holds (`read-lock-` for read holds) once the id has one
+ * - `P/leases/_c_<uuid>-lease-N` semaphore leases (InterProcessSemaphoreV2)
  *
  * `_c_<uuid>-` is Curator's "protected mode" prefix: after a create whose reply was lost,
  * the client finds its node again by the uuid instead of leaking it.
  */
-import type { LockKind } from '../../backend.js';
+import type { LockKind } from '../kit.js';
 
 /** Curator's mutex node name (`InterProcessMutex`, and the semaphore's internal mutex). */
 export const LOCK_NAME = 'lock-';
@@ -21,28 +23,98 @@ export const READ_NAME = '__READ__';
 export const WRITE_NAME = '__WRIT__';
 /** Curator's semaphore lease node name (`InterProcessSemaphoreV2`). */
 export const LEASE_NAME = 'lease-';
-/** The semaphore's internal mutex folder under its base path. */
-export const SEM_LOCKS = 'locks';
-/** The semaphore's lease folder under its base path. */
-export const SEM_LEASES = 'leases';
-const PROTECTED_PREFIX = '_c_';
+/**
+ * A read hold's node in the gate. It ends in `lock-`, so Curator's sorter orders it by its
+ * sequence and a Curator semaphore waits behind it like behind any holder of the gate.
+ */
+export const READ_GATE_NAME = 'read-lock-';
+/** The gate (the semaphore's internal mutex) under a lock's node. */
+export const GATE_DIR = 'locks';
+/** The semaphore's lease folder under a lock's node. */
+export const LEASES_DIR = 'leases';
+/** The node names of a lock's queue. */
+export const QUEUE_NAMES: readonly string[] = [LOCK_NAME, READ_NAME, WRITE_NAME];
+/** The node names of the gate. */
+export const GATE_NAMES: readonly string[] = [LOCK_NAME, READ_GATE_NAME];
+
+const PROTECTED = /^_c_([0-9a-fA-F-]{36})-/;
+const NODE_RE = /^(?:_c_[0-9a-fA-F-]{36}-)?(read-lock-|lock-|__READ__|__WRIT__|lease-)(-?\d{10})$/;
+
+/** The znodes of one lock id. */
+export interface LockPaths {
+  /** `<chroot>/<encoded id>`: the queue of mutex, read and write holds. */
+  readonly base: string;
+  /** `<base>/locks`: the gate. */
+  readonly gate: string;
+  /** `<base>/leases`: the semaphore's leases. */
+  readonly leases: string;
+}
+
+/** The paths of `lockId` under `chroot` ('' or `/a/b`). */
+export function lockPaths(chroot: string, lockId: string): LockPaths {
+  const base = lockPath(chroot, lockId);
+  return { base, gate: `${base}/${GATE_DIR}`, leases: `${base}/${LEASES_DIR}` };
+}
+
+/** The node of `lockId` under `chroot`: the path a Curator user passes to its recipes. */
+export function lockPath(chroot: string, lockId: string): string {
+  return `${chroot}/${encodeLockId(lockId)}`;
+}
+
+/**
+ * A lock id as one znode name: its UTF-8 bytes, with every byte that is not printable
+ * ASCII (`!`…`~`) and every `/` and `%` written `%XX` (uppercase hex). The names ZooKeeper
+ * refuses or reserves are escaped further: `.` → `%2E`, `..` → `%2E%2E`,
+ * `zookeeper` → `%7Aookeeper`. Percent-decoding gives the id back, so the mapping is
+ * one-to-one, and no encoded id contains `/`.
+ */
+export function encodeLockId(lockId: string): string {
+  let out = '';
+  for (const byte of Buffer.from(lockId, 'utf8')) {
+    out += byte > 0x20 && byte < 0x7f && byte !== 0x2f && byte !== 0x25 ? String.fromCharCode(byte) : hex(byte);
+  }
+  if (out === '.' || out === '..') return out.replaceAll('.', '%2E');
+  if (out === 'zookeeper') return '%7Aookeeper';
+  return out;
+}
+
+/** The lock id of an encoded name (the inverse of {@link encodeLockId}). */
+export function decodeLockId(name: string): string {
+  const bytes: number[] = [];
+  for (let i = 0; i < name.length; i++) {
+    if (name[i] === '%' && /^[0-9A-F]{2}$/.test(name.slice(i + 1, i + 3))) {
+      bytes.push(parseInt(name.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else {
+      bytes.push(name.charCodeAt(i));
+    }
+  }
+  return Buffer.from(bytes).toString('utf8');
+}
+
+function hex(byte: number): string {
+  return `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+}
 
 /** The protected prefix of a node created with `uuid` (Curator's `_c_<uuid>-`). */
 export function protectedPrefix(uuid: string): string {
-  return `${PROTECTED_PREFIX}${uuid}-`;
+  return `_c_${uuid}-`;
+}
+
+/** The uuid of a protected node name, if it has one. */
+export function uuidOf(name: string): string | undefined {
+  return PROTECTED.exec(name)?.[1];
 }
 
 /** One queue node, parsed. */
 export interface QueueNode {
   readonly name: string;
-  /** `lock-`, `__READ__`, `__WRIT__` or `lease-`. */
+  /** `lock-`, `read-lock-`, `__READ__`, `__WRIT__` or `lease-`. */
   readonly lockName: string;
   readonly sequence: number;
 }
 
-const NODE_RE = /^(?:_c_[0-9a-fA-F-]{36}-)?(lock-|__READ__|__WRIT__|lease-)(-?\d{10})$/;
-
-/** Parse and sort (by sequence, as Curator's `fixForSorting`) the queue nodes among `children`. */
+/** Parse and sort (by sequence, as Curator's `fixForSorting`) the nodes named `names` among `children`. */
 export function sortedQueue(children: readonly string[], names: readonly string[]): QueueNode[] {
   const out: QueueNode[] = [];
   for (const c of children) {
@@ -55,84 +127,84 @@ export function sortedQueue(children: readonly string[], names: readonly string[
   return out;
 }
 
-/** The Curator node name a kind creates (before the sequence suffix). */
-export function nodeNameFor(kind: LockKind): string {
-  switch (kind) {
-    case 'read':
-      return READ_NAME;
-    case 'write':
-      return WRITE_NAME;
-    case 'mutex':
-    case 'semaphore':
-      return LOCK_NAME;
-  }
+/** The Curator node name a kind creates in the lock's queue (before the sequence suffix). */
+export function queueNameFor(kind: LockKind): string {
+  if (kind === 'read') return READ_NAME;
+  if (kind === 'write') return WRITE_NAME;
+  return LOCK_NAME;
 }
 
-/** The names that share one queue with `kind`'s nodes (mutex and write exclude everything). */
-export const QUEUE_NAMES: readonly string[] = [LOCK_NAME, READ_NAME, WRITE_NAME];
+/** The node name a kind creates in the gate. */
+export function gateNameFor(kind: LockKind): string {
+  return kind === 'read' ? READ_GATE_NAME : LOCK_NAME;
+}
 
 /** Result of a "do I hold it?" check (Curator's `PredicateResults`). */
 export interface Predicate {
   readonly holds: boolean;
-  /** The node to watch when not holding (the predecessor that blocks us). */
+  /** The node to watch when not holding (the one that blocks us). */
   readonly watch?: string;
 }
 
 /**
- * Exclusive (mutex, write): hold when first; otherwise watch the immediate predecessor only.
- * Shared (read): hold when no exclusive node is ahead; otherwise watch the nearest exclusive
- * node ahead (a reader never waits for other readers).
+ * Exclusive (no `shared` name): hold when first; otherwise watch the immediate predecessor
+ * only. Shared: hold when no node of another name is ahead; otherwise watch the nearest such
+ * node ahead (a reader never waits for other readers). Undefined when our node is missing.
  */
-export function predicate(queue: readonly QueueNode[], ours: string, kind: LockKind): Predicate | undefined {
+export function predicate(queue: readonly QueueNode[], ours: string, shared?: string): Predicate | undefined {
   const i = queue.findIndex((n) => n.name === ours);
   if (i < 0) return undefined;
-  if (kind !== 'read') {
+  if (shared === undefined || queue[i]?.lockName !== shared) {
     if (i === 0) return { holds: true };
-    return { holds: false, watch: queue[i - 1]?.name };
+    return { holds: false, ...(queue[i - 1] ? { watch: queue[i - 1]?.name } : {}) };
   }
   for (let j = i - 1; j >= 0; j--) {
     const n = queue[j];
-    if (n && n.lockName !== READ_NAME) return { holds: false, watch: n.name };
+    if (n && n.lockName !== shared) return { holds: false, watch: n.name };
   }
   return { holds: true };
 }
 
-const KEEP = /^[A-Za-z0-9_~-]$/;
-
-/**
- * Map a lockId to a path below the chroot. A lockId made of valid znode names separated by
- * `/` (no `%`, no empty, `.` or `..` segment, printable characters) is used as is, so
- * `locks/account-42` is the same path a Curator user would write. Anything else is
- * percent-encoded byte by byte; an encoded id always contains `%` and a plain one never
- * does, so the mapping is injective.
- */
-export function lockPath(chroot: string, lockId: string): string {
-  return `${chroot}/${encodeLockId(lockId)}`;
-}
-
-/** See {@link lockPath}. */
-export function encodeLockId(lockId: string): string {
-  if (isPlain(lockId)) return lockId;
-  let out = '';
-  let first = true;
-  for (const byte of Buffer.from(lockId, 'utf8')) {
-    const ch = String.fromCharCode(byte);
-    // The first byte is always encoded so that every encoded id contains '%'.
-    out += KEEP.test(ch) && !first ? ch : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
-    first = false;
+/** The nodes at the head of `queue` that hold together (one exclusive node, or leading shared ones). */
+export function holdingGroup(queue: readonly QueueNode[], shared: string): QueueNode[] {
+  const first = queue[0];
+  if (!first) return [];
+  if (first.lockName !== shared) return [first];
+  const out: QueueNode[] = [];
+  for (const n of queue) {
+    if (n.lockName !== shared) break;
+    out.push(n);
   }
   return out;
 }
 
-function isPlain(lockId: string): boolean {
-  if (lockId.includes('%')) return false;
-  for (const seg of lockId.split('/')) {
-    if (seg === '' || seg === '.' || seg === '..' || seg === 'zookeeper') return false;
-    for (const ch of seg) {
-      const c = ch.codePointAt(0) ?? 0;
-      const ok = (c >= 0x20 && c <= 0x7e) || (c >= 0xa0 && c < 0xd800) || (c >= 0xf900 && c < 0xfff0);
-      if (!ok) return false;
-    }
-  }
-  return true;
+/** The shared name of `kind` in the lock's queue (undefined: exclusive). */
+export function queueShared(kind: LockKind): string | undefined {
+  return kind === 'read' ? READ_NAME : undefined;
+}
+
+/** The shared name of `kind` in the gate (undefined: exclusive). */
+export function gateShared(kind: LockKind): string | undefined {
+  return kind === 'read' ? READ_GATE_NAME : undefined;
+}
+
+const LEASE_MAGIC = 'locksmith-lease/1\n';
+
+/**
+ * A semaphore lease's data: the holder and its token (the czxid of its gate node, which
+ * is gone once the permit is held), so that `inspect` reports the token the holder has.
+ */
+export function leaseData(ownerId: string, token: bigint): Buffer {
+  return Buffer.from(`${LEASE_MAGIC}${token}\n${ownerId}`, 'utf8');
+}
+
+/** Owner and token of a lease's data; undefined token for a lease locksmith did not write. */
+export function parseLeaseData(data: Buffer | null): { ownerId: string; token: bigint | undefined } {
+  const text = data ? data.toString('utf8') : '';
+  if (!text.startsWith(LEASE_MAGIC)) return { ownerId: text, token: undefined };
+  const rest = text.slice(LEASE_MAGIC.length);
+  const nl = rest.indexOf('\n');
+  const digits = nl < 0 ? '' : rest.slice(0, nl);
+  if (!/^\d+$/.test(digits)) return { ownerId: text, token: undefined };
+  return { ownerId: rest.slice(nl + 1), token: BigInt(digits) };
 }

@@ -1,0 +1,356 @@
+/**
+ * The ZooKeeper backend: Curator's queue recipes over one session per backend, with the
+ * session as the lease. The recipes are in queue.ts (mutex, read-write) and semaphore.ts,
+ * waiting in wait.ts, the holds and their loss in held.ts, the tree layout in layout.ts.
+ * See docs/backends/zookeeper.md.
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  BackendUnavailableError,
+  InvalidArgumentError,
+  LockLostError,
+  unavailable,
+  withDeadline,
+  type AcquireRequest,
+  type AcquireResult,
+  type Backend,
+  type Capabilities,
+  type Extension,
+  type Grant,
+  type LockState,
+} from '../kit.js';
+import type { Abandonable } from '../../backend.js';
+import { EVENT } from './driver.js';
+import { HeldTable, type Held } from './held.js';
+import { readLockState } from './inspect.js';
+import { lockPaths, protectedPrefix, type LockPaths } from './layout.js';
+import { Deleter } from './nodes.js';
+import { attemptQueue } from './queue.js';
+import type { RecipeHost, ZkGrantData, ZkTicket } from './recipe.js';
+import { attemptSemaphore } from './semaphore.js';
+import { ZkSession, type SessionState } from './session.js';
+import { waitForChange } from './wait.js';
+
+const DEFAULT_SESSION_TIMEOUT_MS = 10_000;
+const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+/** Options of the ZooKeeper backend (from the URL or given directly). */
+export interface ZooKeeperBackendOptions {
+  /** `host:port,host:port,...` */
+  readonly connectString: string;
+  /** Path prefix for every lock ('' or `/a/b`). */
+  readonly chroot?: string;
+  /** Requested session timeout (the server clamps it). Default 10 000. */
+  readonly sessionTimeoutMs?: number;
+  /** Bound on establishing a session before `BackendUnavailableError`. Default 10 000. */
+  readonly connectTimeoutMs?: number;
+  /** Bound on one request before `BackendUnavailableError`. Default: the session timeout. */
+  readonly operationTimeoutMs?: number;
+}
+
+/** Counters exposed for tests and benchmarks. */
+export interface ZooKeeperStats {
+  /** Watch notifications delivered to waiters (the herd-effect measure). */
+  waiterNotifications: number;
+  /** Sessions established so far. */
+  sessions: number;
+}
+
+/** What the ZooKeeper backend can do. */
+export const ZOOKEEPER_CAPABILITIES: Capabilities = Object.freeze({
+  fair: true,
+  shared: true,
+  permits: true,
+  notify: true,
+  lockDelay: false,
+  reentrant: false,
+});
+
+/** ZooKeeper through `node-zookeeper-client` (see driver.ts for why that client). */
+export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandonable {
+  readonly name = 'zookeeper';
+  readonly capabilities: Capabilities = ZOOKEEPER_CAPABILITIES;
+  /** Counters for tests and benchmarks. */
+  readonly stats: ZooKeeperStats = { waiterNotifications: 0, sessions: 0 };
+
+  readonly #opts: Required<Omit<ZooKeeperBackendOptions, 'operationTimeoutMs'>> & { operationTimeoutMs?: number };
+  #session: ZkSession | undefined;
+  #closed = false;
+  readonly #deleter = new Deleter();
+  readonly #held = new HeldTable(this.#deleter);
+  readonly #host: RecipeHost = {
+    op: (s, what, work) => this.#op(s, what, work),
+    grant: (req, t, hold, token, drop) => this.#grant(req, t, hold, token, drop),
+    drop: (t, only) => this.#drop(t, only),
+  };
+
+  constructor(opts: ZooKeeperBackendOptions) {
+    if (!opts.connectString) throw new InvalidArgumentError('url', 'zookeeper: no servers given');
+    const chroot = (opts.chroot ?? '').replace(/\/+$/, '');
+    const segments = chroot.split('/').slice(1);
+    if (chroot !== '' && (!chroot.startsWith('/') || segments.some((s) => s === '' || s === '.' || s === '..'))) {
+      throw new InvalidArgumentError('url', `zookeeper: invalid chroot '${opts.chroot ?? ''}'`);
+    }
+    this.#opts = {
+      connectString: opts.connectString,
+      chroot,
+      sessionTimeoutMs: opts.sessionTimeoutMs ?? DEFAULT_SESSION_TIMEOUT_MS,
+      connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      ...(opts.operationTimeoutMs !== undefined ? { operationTimeoutMs: opts.operationTimeoutMs } : {}),
+    };
+  }
+
+  /** The chroot every lock path starts with ('' for none). */
+  get chroot(): string {
+    return this.#opts.chroot;
+  }
+
+  /** The current session, if one was started (tests expire it through its credentials). */
+  get session(): ZkSession | undefined {
+    return this.#session;
+  }
+
+  /** The znodes of `lockId` (see docs/backends/zookeeper.md, "Layout"). */
+  paths(lockId: string): LockPaths {
+    return lockPaths(this.#opts.chroot, lockId);
+  }
+
+  // ---- session ---------------------------------------------------------------------------
+
+  /** The live session, opening a new one when there is none or the last one ended. */
+  async connect(signal?: AbortSignal): Promise<ZkSession> {
+    if (this.#closed) throw new BackendUnavailableError(this.name, 'the zookeeper backend is closed');
+    let s = this.#session;
+    if (!s || !s.alive) s = this.#startSession();
+    try {
+      await withDeadline(s.ready, signal ? { signal } : {});
+    } catch (err) {
+      if (signal?.aborted && err === signal.reason) throw err;
+      throw unavailable(this.name, `connect to ${this.#opts.connectString}`, err, { context: { connectString: this.#opts.connectString } });
+    }
+    if (this.#closed) throw new BackendUnavailableError(this.name, 'the zookeeper backend is closed');
+    return s;
+  }
+
+  #startSession(): ZkSession {
+    const s = ZkSession.start({
+      connectString: this.#opts.connectString,
+      sessionTimeoutMs: this.#opts.sessionTimeoutMs,
+      connectTimeoutMs: this.#opts.connectTimeoutMs,
+    });
+    this.#session = s;
+    s.ready.then(
+      () => {
+        this.stats.sessions += 1;
+      },
+      () => undefined,
+    );
+    s.onState((state) => this.#onSessionState(s, state));
+    return s;
+  }
+
+  #onSessionState(s: ZkSession, state: SessionState): void {
+    if (state !== 'expired' && state !== 'closed') return;
+    if (this.#session === s) this.#session = undefined;
+    // Every ephemeral node of that session is gone (or going): each of its holds is lost now.
+    if (!this.#closed) this.#held.sessionEnded(s, state);
+  }
+
+  /** One request, bounded; any failure becomes a BackendUnavailableError naming the cause. */
+  async #op<T>(s: ZkSession, what: string, work: Promise<T>): Promise<T> {
+    const limit = this.#opts.operationTimeoutMs ?? Math.max(s.sessionTimeoutMs, 1_000);
+    try {
+      return await withDeadline(work, { timeoutMs: limit, onTimeout: () => new Error(`no answer within ${limit} ms`) });
+    } catch (err) {
+      throw unavailable(this.name, what, err);
+    }
+  }
+
+  // ---- acquisition -----------------------------------------------------------------------
+
+  async tryAcquire(req: AcquireRequest<ZkTicket>): Promise<AcquireResult<ZkTicket, ZkGrantData>> {
+    if (req.kind === 'semaphore' && (!Number.isInteger(req.permits) || req.permits < 1)) {
+      throw new InvalidArgumentError('permits', 'permits must be an integer ≥ 1');
+    }
+    const t = req.ticket ?? (await this.#newTicket(req));
+    if (req.ticket && (!t.session.alive || t.session !== this.#session)) {
+      throw new BackendUnavailableError(this.name, 'the ZooKeeper session that held our place in the queue ended', {
+        context: { lockId: req.lockId },
+      });
+    }
+    const attempt = (req.kind === 'semaphore' ? attemptSemaphore : attemptQueue)(this.#host, req, t).catch((err: unknown) => {
+      // A failed attempt ends the acquisition: nothing of it may stay to block others.
+      void this.#drop(t, undefined, true);
+      throw err;
+    });
+    // An abort answers at once; the attempt goes on, and what it gets is handed back then.
+    return withDeadline(attempt, { signal: req.signal, onLate: (r) => this.#discard(t, r) });
+  }
+
+  async #newTicket(req: AcquireRequest<ZkTicket>): Promise<ZkTicket> {
+    const session = await this.connect(req.signal);
+    return {
+      session,
+      lockId: req.lockId,
+      kind: req.kind,
+      uuid: randomUUID(),
+      paths: this.paths(req.lockId),
+      queueNode: undefined,
+      gateNode: undefined,
+      leaseNode: undefined,
+      token: undefined,
+      watch: undefined,
+      armed: undefined,
+    };
+  }
+
+  /** An attempt that finished after its caller gave up: give back what it got. */
+  #discard(t: ZkTicket, r: AcquireResult<ZkTicket, ZkGrantData>): void {
+    if (r.granted) void this.release(r.grant).catch(() => undefined);
+    else void this.#drop(t);
+  }
+
+  /** RecipeHost.grant: see recipe.ts. */
+  async #grant(
+    req: AcquireRequest<ZkTicket>,
+    t: ZkTicket,
+    hold: readonly string[],
+    token?: bigint,
+    drop?: string,
+  ): Promise<AcquireResult<ZkTicket, ZkGrantData>> {
+    const s = t.session;
+    const ref: { held?: Held } = {};
+    // One round trip reads our nodes' czxids and watches them, so a node deleted under the
+    // holder (an operator, an expired session) does not go unnoticed.
+    const watch = (path: string) => (type: number) => {
+      const held = ref.held;
+      if (type === EVENT.DELETED && held && this.#held.has(held)) void this.#held.nodeGone(held, path);
+    };
+    const [stats] = await this.#op(
+      s,
+      'getData',
+      Promise.all([
+        Promise.all(hold.map((p) => s.watchNode(p, watch(p)))),
+        drop ? this.#deleter.delete(s, drop).catch(() => false) : false,
+      ]),
+    );
+    const first = stats[0];
+    if (!first || stats.some((st) => st === null)) {
+      throw new BackendUnavailableError(this.name, `zookeeper: our lock node under ${t.paths.base} vanished at grant`);
+    }
+    const grant: Grant<ZkGrantData> = {
+      lockId: req.lockId,
+      kind: req.kind,
+      ownerId: req.ownerId,
+      token: token ?? first.czxid,
+      ttlMs: Math.min(req.ttlMs, s.sessionTimeoutMs),
+      reentered: false,
+      data: { session: s, nodes: hold },
+    };
+    ref.held = this.#held.add(grant, req.onLost, grant.ttlMs);
+    // The ticket no longer owns the nodes: a late cancel must not delete a held lock.
+    t.queueNode = t.gateNode = t.leaseNode = undefined;
+    t.token = undefined;
+    t.watch = undefined;
+    return { granted: true, grant };
+  }
+
+  /** RecipeHost.drop: delete the ticket's nodes (or only its gate node); `sweep` also finds lost creates. */
+  async #drop(t: ZkTicket, only?: 'gate', sweep = false): Promise<void> {
+    const s = t.session;
+    const nodes = only === 'gate' ? [t.gateNode] : [t.leaseNode, t.gateNode, t.queueNode];
+    t.gateNode = undefined;
+    t.token = undefined;
+    if (!only) {
+      t.leaseNode = t.queueNode = undefined;
+      t.watch = undefined;
+      if (t.armed && !t.armed.fired) {
+        t.armed.fired = true;
+        for (const w of [...t.armed.wake]) w();
+      }
+    }
+    if (!s.alive) return;
+    if (sweep) this.#deleter.sweep(s, [t.paths.base, t.paths.gate, t.paths.leases], protectedPrefix(t.uuid));
+    const deletes = nodes.filter((n): n is string => n !== undefined).map((n) => this.#deleter.delete(s, n));
+    await this.#op(s, 'delete', Promise.all(deletes)).catch(() => undefined);
+  }
+
+  waitForChange(_lockId: string, ticket: ZkTicket | undefined, signal: AbortSignal): Promise<void> {
+    return waitForChange(ticket, signal, {
+      notified: () => {
+        this.stats.waiterNotifications += 1;
+      },
+    });
+  }
+
+  /**
+   * Remove the queue position `ticket`. Without a ticket there is nothing of ours to find:
+   * an attempt whose caller gave up deletes what it created when it finishes (tryAcquire),
+   * and a create whose reply was lost is found by its uuid (nodes.ts).
+   */
+  async cancel(_req: AcquireRequest<ZkTicket>, ticket: ZkTicket | undefined): Promise<void> {
+    if (ticket) await this.#drop(ticket);
+  }
+
+  // ---- holding ---------------------------------------------------------------------------
+
+  async extend(grant: Grant<ZkGrantData>, ttlMs: number): Promise<Extension> {
+    const { session: s, nodes } = grant.data;
+    const context = { backend: this.name, nodes };
+    if (!s.alive) throw new LockLostError(grant.lockId, 'session', { context });
+    const held = this.#held.get(grant.data);
+    if (!held) throw new LockLostError(grant.lockId, 'not-held', { context });
+    if (s.state !== 'connected') {
+      throw new BackendUnavailableError(this.name, 'disconnected from ZooKeeper: the session cannot be proven alive now', {
+        context: { lockId: grant.lockId },
+      });
+    }
+    let stats;
+    try {
+      stats = await this.#op(s, 'exists', Promise.all(nodes.map((n) => s.exists(n))));
+    } catch (err) {
+      if (!s.alive) throw new LockLostError(grant.lockId, 'session', { cause: err, context });
+      throw err;
+    }
+    const gone = nodes.find((_, i) => !stats[i]);
+    if (gone !== undefined) throw new LockLostError(grant.lockId, await this.#held.nodeGone(held, gone), { context });
+    if (!this.#held.has(held)) throw new LockLostError(grant.lockId, s.alive ? 'not-held' : 'session', { context });
+    const vouched = Math.min(ttlMs, s.sessionTimeoutMs);
+    this.#held.arm(held, vouched);
+    return { ttlMs: vouched };
+  }
+
+  async release(grant: Grant<ZkGrantData>): Promise<boolean> {
+    const { session: s, nodes } = grant.data;
+    const wasHeld = this.#held.drop(grant.data);
+    if (!s.alive) return false;
+    const deleted = await this.#op(s, 'delete', Promise.all(nodes.map((n) => this.#deleter.delete(s, n))));
+    return wasHeld && deleted.every(Boolean);
+  }
+
+  async inspect(lockId: string): Promise<LockState> {
+    const s = await this.connect();
+    return readLockState(this.#host, s, lockId, this.paths(lockId));
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    // Closing the session deletes every node of ours; pending delete retries are moot.
+    this.#deleter.close();
+    this.#held.clear();
+    this.#session?.close();
+    this.#session = undefined;
+  }
+
+  /**
+   * Testing only (`abandon()` in `locksmith/testing`): cut the client off without closing
+   * its session, so the ensemble deletes its nodes only when the session expires (a crash).
+   */
+  async abandon(): Promise<void> {
+    this.#closed = true;
+    this.#deleter.close();
+    this.#held.clear();
+    this.#session?.abandon();
+    this.#session = undefined;
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * Mutex, read and write holds: Curator's InterProcessMutex and InterProcessReadWriteLock
+ * on the lock's node, plus the gate once the id has been used as a semaphore. One attempt
+ * of the core's wait loop walks three stages and stops at the first that must wait:
+ *
+ * 1. queue — our EPHEMERAL_SEQUENTIAL node in `P`; an exclusive hold needs to be first, a
+ *    read hold needs no exclusive node ahead. Waiters watch only the node that blocks them.
+ * 2. gate — only when `P/locks` exists (a semaphore has used this id): our node in the gate,
+ *    first there (a read hold: no exclusive node ahead), and held for the whole hold.
+ * 3. drain — holding the gate, wait until `P/leases` is empty. No lease can appear while
+ *    we hold the gate: only a gate holder creates one.
+ *
+ * The token is the czxid of our gate node (gated) or of our queue node (not gated). Why
+ * this excludes semaphores and keeps tokens increasing: docs/backends/zookeeper.md,
+ * "One id, one lock".
+ */
+import type { AcquireRequest, AcquireResult } from '../kit.js';
+import { CREATE_ATTEMPTS } from './nodes.js';
+import { GATE_DIR, GATE_NAMES, QUEUE_NAMES, gateNameFor, gateShared, predicate, queueNameFor, queueShared, sortedQueue } from './layout.js';
+import { AGAIN, contended, createAndList, listAll, nameOf, type RecipeHost, type Step, type ZkGrantData, type ZkTicket } from './recipe.js';
+import { unavailable } from '../kit.js';
+
+/** One attempt at a mutex, read or write hold. */
+export async function attemptQueue(
+  host: RecipeHost,
+  req: AcquireRequest<ZkTicket>,
+  t: ZkTicket,
+): Promise<AcquireResult<ZkTicket, ZkGrantData>> {
+  for (let round = 0; round < CREATE_ATTEMPTS; round++) {
+    const queued = await queueStage(host, req, t);
+    if ('again' in queued) continue;
+    if ('wait' in queued) return contended(host, req, t, queued.wait);
+    if (!queued.go.gated) return host.grant(req, t, [queuedNode(t)]);
+    const gated = await gateStage(host, req, t);
+    if ('again' in gated) continue;
+    if ('wait' in gated) return contended(host, req, t, gated.wait);
+    return host.grant(req, t, [gated.go, queuedNode(t)]);
+  }
+  throw unavailable('zookeeper', 'acquire', new Error(`our queue node under ${t.paths.base} kept vanishing`));
+}
+
+function queuedNode(t: ZkTicket): string {
+  if (!t.queueNode) throw new Error('zookeeper: no queue node at grant');
+  return t.queueNode;
+}
+
+/** Stage 1: first in the lock's queue (or, reading, no exclusive node ahead). */
+async function queueStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: ZkTicket): Promise<Step<{ gated: boolean }>> {
+  const { base } = t.paths;
+  let children: readonly string[];
+  if (t.queueNode) {
+    children = (await listAll(host, t.session, [base]))[0]?.children ?? [];
+  } else {
+    const made = await createAndList(host, t, base, queueNameFor(req.kind), Buffer.from(req.ownerId, 'utf8'), []);
+    t.queueNode = made.path;
+    children = made.listings[0]?.children ?? [];
+  }
+  const p = predicate(sortedQueue(children, QUEUE_NAMES), nameOf(t.queueNode), queueShared(req.kind));
+  if (!p) {
+    // Our node is gone while the session lives (deleted by hand): queue again, as Curator does.
+    t.queueNode = undefined;
+    return AGAIN;
+  }
+  if (!p.holds) return { wait: { type: 'node', path: `${base}/${p.watch ?? ''}` } };
+  // The gate exists once a semaphore used this id; from then on every hold takes it. A hold
+  // that saw no gate here was queued before the gate existed (see the docs).
+  return { go: { gated: t.gateNode !== undefined || children.includes(GATE_DIR) } };
+}
+
+/** Stages 2 and 3: hold the gate, then wait until no semaphore lease is left. Goes on with our gate node. */
+async function gateStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: ZkTicket): Promise<Step<string>> {
+  const { gate, leases } = t.paths;
+  let listings;
+  if (t.gateNode) {
+    listings = await listAll(host, t.session, [gate, leases]);
+  } else {
+    const made = await createAndList(host, t, gate, gateNameFor(req.kind), Buffer.from(req.ownerId, 'utf8'), [leases]);
+    t.gateNode = made.path;
+    listings = made.listings;
+  }
+  const [gateList, leaseList] = listings;
+  const p = gateList ? predicate(sortedQueue(gateList.children, GATE_NAMES), nameOf(t.gateNode), gateShared(req.kind)) : undefined;
+  if (!p) {
+    t.gateNode = undefined;
+    return AGAIN;
+  }
+  if (!p.holds) return { wait: { type: 'node', path: `${gate}/${p.watch ?? ''}` } };
+  // Curator counts every child of the leases folder; so do we.
+  if (leaseList && leaseList.children.length > 0) {
+    return { wait: { type: 'children', path: leases, ready: (children) => children.length === 0 } };
+  }
+  return { go: t.gateNode };
+}
