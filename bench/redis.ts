@@ -26,7 +26,7 @@ import Redlock from 'redlock';
 import { Mutex } from 'redis-semaphore';
 import { createLocker, type Locker } from '../src/index.js';
 import { startRedis } from '../scripts/servers/redis.js';
-import { jainIndex, longestStreak } from '../src/cli/bench.js';
+import { jainIndex, longestStreak } from '../src/bench/index.js';
 
 const HOT_SECONDS = Number(process.env.BENCH_HOT_SECONDS ?? 10);
 const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 10);

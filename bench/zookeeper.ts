@@ -15,7 +15,7 @@ import { createLocker, type Locker } from '../src/index.js';
 import { ZkSession, createZooKeeperBackend, type ZooKeeperBackend } from '../src/backends/zookeeper/index.js';
 import { MODE, RC, ZkError } from '../src/backends/zookeeper/driver.js';
 import { startZooKeeper, type RunningZooKeeper } from '../scripts/servers/zookeeper.js';
-import { jainIndex, longestStreak } from '../src/cli/bench.js';
+import { jainIndex, longestStreak } from '../src/bench/index.js';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
 const HANDOFFS = Number(process.env['BENCH_HANDOFFS'] ?? 200);

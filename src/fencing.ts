@@ -1,5 +1,5 @@
 /**
- * The resource side of fencing (seed 003; Chubby's CheckSequencer): a resource that
+ * The resource side of fencing (Chubby's CheckSequencer; docs/guarantees.md): a resource that
  * remembers the newest fencing token it has seen and rejects operations with older ones.
  *
  * It fences READS as well as writes. With write-only fencing a read-modify-write still

@@ -2,7 +2,7 @@
  * One held lease: renewal timer, conservative validity arithmetic, loss detection.
  *
  * Validity is counted from the moment a request was SENT, not from when the answer came
- * back (seed 003's `σ − (t2 − t1)`): the server started the ttl somewhere after the send,
+ * back (`σ − (t2 − t1)`, docs/guarantees.md): the server started the ttl somewhere after the send,
  * so `sentAt + ttl` can only be early, never late. From that the drift allowance is taken
  * away (Redlock's `ttl · driftFactor + 2 ms`). The holder's signal aborts a small guard
  * before that deadline, so the critical section hears of the loss before any other client

@@ -17,7 +17,7 @@ import { validateDuration } from './options.js';
 export class Lock implements AsyncDisposable {
   /** The lock's name. */
   readonly lockId: string;
-  /** Unique id of this holder (the seed's ThreadId), or the explicit `owner`. */
+  /** Unique id of this holder (a thread id, in other lock libraries), or the explicit `owner`. */
   readonly ownerId: string;
   /** Fencing token: strictly increasing per lockId across all clients. Pass it to the resource. */
   readonly token: bigint;

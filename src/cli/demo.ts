@@ -1,5 +1,5 @@
 /**
- * The ATM scenario of SPEC §1 / seed 000: an account holds 200, several ATMs withdraw 150
+ * The ATM scenario of the README: an account holds 200, several ATMs withdraw 150
  * at the same moment. Without a lock each ATM sees enough money and the balance goes
  * negative; with `locker.lock` exactly one withdrawal succeeds, fenced by its token.
  */

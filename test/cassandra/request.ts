@@ -4,6 +4,10 @@ import type { CassandraTicket } from '../../src/backends/cassandra/index.js';
 import { seamRequest } from '../helpers.js';
 
 /** A mutex request of `ownerId` on `lockId`: waiting, fair, 10 s ttl, unless `over` says otherwise. */
-export function request(lockId: string, ownerId: string, over: Partial<AcquireRequest<CassandraTicket>> = {}): AcquireRequest<CassandraTicket> {
+export function request(
+  lockId: string,
+  ownerId: string,
+  over: Partial<AcquireRequest<CassandraTicket>> = {},
+): AcquireRequest<CassandraTicket> {
   return seamRequest<CassandraTicket>(lockId, ownerId, over);
 }

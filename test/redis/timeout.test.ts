@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AcquireRequest } from '../../src/backend.js';
-import { RedisBackend, type RedisClientLike } from '../../src/backends/redis/index.js';
+import { RedisBackend, type RedisClientLike, type RedisTicket } from '../../src/backends/redis/index.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { seamRequest } from '../helpers.js';
 
@@ -25,7 +25,8 @@ test('redis: every command in flight fails on its own commandTimeoutMs deadline,
   const backend = new RedisBackend(client, { commandTimeoutMs: 200 });
   // The backend's timer is unref'd (a real client's socket keeps the process alive; this one has none).
   const keepAlive = setInterval(() => undefined, 1_000);
-  const req = (lockId: string): AcquireRequest => seamRequest(lockId, 'o', { ttlMs: 1_000, fair: false, wait: false });
+  const req = (lockId: string): AcquireRequest<RedisTicket> =>
+    seamRequest<RedisTicket>(lockId, 'o', { ttlMs: 1_000, fair: false, wait: false });
   const t0 = performance.now();
   const failsAt = (p: Promise<unknown>): Promise<number> =>
     p.then(

@@ -120,40 +120,44 @@ describe('zookeeper: the gate', () => {
     await permit.release();
   });
 
-  test('tokens follow the grant order across kinds: a mutex queued before a permit, granted after it, gets the larger token', T, async () => {
-    const lockId = id('tokens');
-    await openGate(lockId);
-    const m0 = await client().lock(lockId);
-    const mLocker = client();
-    const mQueued = waitingOn(mLocker, lockId);
-    const m = track(mLocker.lock(lockId, { timeoutMs: 60_000 }));
-    await mQueued;
-    const sLocker = client();
-    const sQueued = waitingOn(sLocker, lockId);
-    const s = track(sLocker.semaphore(lockId, { permits: 2 }).acquire({ timeoutMs: 60_000 }));
-    await sQueued;
-    await m0.release();
-    // The permit was at the gate before the mutex could queue there.
-    const permit = await s.promise;
-    assert.equal(m.settled(), false, 'the mutex waits for the permit');
-    const state = await client().inspect(lockId);
-    assert.deepEqual(
-      state.holders.map((h) => [h.kind, h.token]),
-      [['semaphore', permit.token]],
-    );
-    await permit.release();
-    const mutex = await m.promise;
-    assert.ok(permit.token > m0.token, `${permit.token} after ${m0.token}`);
-    assert.ok(mutex.token > permit.token, `${mutex.token} after ${permit.token}`);
-    const rLocker = client();
-    const rQueued = waitingOn(rLocker, lockId);
-    const reading = rLocker.readWriteLock(lockId).read({ timeoutMs: 60_000 });
-    await rQueued;
-    await mutex.release();
-    const read = await reading;
-    assert.ok(read.token > mutex.token);
-    await read.release();
-  });
+  test(
+    'tokens follow the grant order across kinds: a mutex queued before a permit, granted after it, gets the larger token',
+    T,
+    async () => {
+      const lockId = id('tokens');
+      await openGate(lockId);
+      const m0 = await client().lock(lockId);
+      const mLocker = client();
+      const mQueued = waitingOn(mLocker, lockId);
+      const m = track(mLocker.lock(lockId, { timeoutMs: 60_000 }));
+      await mQueued;
+      const sLocker = client();
+      const sQueued = waitingOn(sLocker, lockId);
+      const s = track(sLocker.semaphore(lockId, { permits: 2 }).acquire({ timeoutMs: 60_000 }));
+      await sQueued;
+      await m0.release();
+      // The permit was at the gate before the mutex could queue there.
+      const permit = await s.promise;
+      assert.equal(m.settled(), false, 'the mutex waits for the permit');
+      const state = await client().inspect(lockId);
+      assert.deepEqual(
+        state.holders.map((h) => [h.kind, h.token]),
+        [['semaphore', permit.token]],
+      );
+      await permit.release();
+      const mutex = await m.promise;
+      assert.ok(permit.token > m0.token, `${permit.token} after ${m0.token}`);
+      assert.ok(mutex.token > permit.token, `${mutex.token} after ${permit.token}`);
+      const rLocker = client();
+      const rQueued = waitingOn(rLocker, lockId);
+      const reading = rLocker.readWriteLock(lockId).read({ timeoutMs: 60_000 });
+      await rQueued;
+      await mutex.release();
+      const read = await reading;
+      assert.ok(read.token > mutex.token);
+      await read.release();
+    },
+  );
 
   test('a wait abandoned at the gate or while draining leases leaves no node behind', T, async () => {
     const lockId = id('abandon');

@@ -417,7 +417,10 @@ describe('zookeeper: URLs', () => {
     const bad = (e: unknown): boolean => e instanceof InvalidArgumentError && e.argument === 'url';
     assert.throws(() => createZooKeeperBackend(`zookeeper://${server.connectString}/x?sessionTimeout=5000`), bad);
     assert.throws(() => createZooKeeperBackend(`zookeeper://${server.connectString}/x?sessionTimeoutMs=soon`), bad);
-    assert.throws(() => createZooKeeperBackend('zookeeper://user:secret@127.0.0.1:2181/x'), (e: unknown) => bad(e) && !String(e).includes('secret'));
+    assert.throws(
+      () => createZooKeeperBackend('zookeeper://user:secret@127.0.0.1:2181/x'),
+      (e: unknown) => bad(e) && !String(e).includes('secret'),
+    );
     const locker = createLocker(`${server.url}/x?connectTimeout=100`);
     open.push(locker);
     await assert.rejects(locker.lock(id('bad-param')), bad);
@@ -508,7 +511,11 @@ describe('zookeeper: servers that stop answering', () => {
     for (const node of server.nodes) if ((await server.mode(node)) === 'follower') follower = node;
     assert.ok(follower);
     // Stall limit: a third of 15 s. The request below waits 2.5 s: no stall, on a steady clock.
-    const s = await ZkSession.open({ connectString: `${follower.host}:${follower.port}`, sessionTimeoutMs: 15_000, connectTimeoutMs: 30_000 });
+    const s = await ZkSession.open({
+      connectString: `${follower.host}:${follower.port}`,
+      sessionTimeoutMs: 15_000,
+      connectTimeoutMs: 30_000,
+    });
     sessions.push(s);
     const states: string[] = [];
     s.onState((state) => states.push(state));

@@ -1,5 +1,5 @@
 /**
- * The fair lock's one-shot tryLock (seed 000 listing 7): fail at once if the main row has a
+ * The fair lock's one-shot tryLock: fail at once if the main row has a
  * cell; else enqueue and, while first, try. It never leaves anything behind when it fails.
  * See docs/backends/cassandra.md, "The fair algorithm".
  */

@@ -1,5 +1,5 @@
 /**
- * The fair queue lock (seed 000 §5, listings 5–7) with a prepared hand-off. See
+ * The fair queue lock (docs/backends/cassandra.md, "The fair lock") with a prepared hand-off. See
  * docs/backends/cassandra.md, "The fair algorithm" and "Hand-off", for the argument.
  *
  * Per lockId a *queue* partition (entries named by time-service time + ownerId, so they

@@ -1,5 +1,5 @@
 /**
- * `cassandra://host1,host2[:port]/keyspace?consistency=quorum` — seed 000 on Apache Cassandra.
+ * `cassandra://host1,host2[:port]/keyspace?consistency=quorum` — the fair lock of docs/backends/cassandra.md on Apache Cassandra.
  *
  * Two algorithms, chosen with `?algorithm=`:
  * - `fair` (default, fair.ts): a queue partition sorted by time-service time (§5.4) and a

@@ -1,7 +1,7 @@
 /**
- * The old shadow-table lock (seed 000 §4, listings 3–4), kept as the baseline the fair
+ * The old shadow-table lock (docs/backends/cassandra.md, "Shadow"), kept as the baseline the fair
  * lock is measured against: Success / AnotherThreadIsOwner / ConcurrentAttempt with the
- * seed's random backoffs. Its main row is `lock_main` and its shadow row `lock_queue`, both
+ * original random backoffs. Its main row is `lock_main` and its shadow row `lock_queue`, both
  * at negative shards (never touched by the fair lock), rotated with the fencing counter
  * like the fair lock's rows. See docs/backends/cassandra.md, "The shadow lock".
  */
@@ -102,7 +102,7 @@ export class ShadowLock implements LockAlgorithm {
   /** Nothing to cancel: every attempt takes its own cells back before it returns. */
   async cancel(): Promise<void> {}
 
-  /** Shadow waiters are not woken: they keep the seed's backoffs. */
+  /** Shadow waiters are not woken: they keep the original random backoffs. */
   released(): void {}
 
   /** Nothing kept in the process. */

@@ -1,6 +1,6 @@
 /**
  * The lock tables as typed statements (the schema is in schema.ts), and the arithmetic of
- * their cells: TTLs in whole seconds, the seed's queue-entry names, shards. See
+ * their cells: TTLs in whole seconds, the queue-entry names, shards. See
  * docs/backends/cassandra.md, "The tables".
  */
 import { performance } from 'node:perf_hooks';
@@ -37,7 +37,7 @@ export function surelyAlive(sentAt: number, ttlSec: number): boolean {
   return performance.now() < aliveUntil(sentAt, ttlSec);
 }
 
-/** The seed's column name (listing 5): 20-digit zero-padded µs time, then the owner id. */
+/** The queue column name: 20-digit zero-padded µs time, then the owner id. */
 export function queueEntry(timeMicros: bigint, ownerId: string): string {
   return timeMicros.toString().padStart(20, '0') + ownerId;
 }

@@ -1,5 +1,5 @@
 /**
- * Seed 000 §5.4, the time service: a never-decreasing microsecond time shared by every
+ * The time service (docs/backends/cassandra.md, "Time"): a never-decreasing microsecond time shared by every
  * client, used to name queue entries so that the queue sorts by arrival even when the
  * clients' clocks disagree.
  *
@@ -7,7 +7,7 @@
  * equal to the value. Cassandra keeps the cell with the highest write timestamp (last write
  * wins), so a smaller time can never replace a larger one: the cell is a max-register and
  * needs neither a read-before-write nor a lightweight transaction. Every backend instance
- * (the seed's "replicas") pushes its local clock into it every `refreshMs` and reads back
+ * (the replicas) pushes its local clock into it every `refreshMs` and reads back
  * the maximum; between refreshes it extrapolates from the last read with the monotonic
  * clock, so `now()` costs nothing and never goes backwards. On the real clock all the
  * backends of one process share one service (`sharedTimeService`).
@@ -139,7 +139,7 @@ export function ownTimeService(cell: TimeCell, clock: MicroClock, refreshMs: num
 
 /**
  * The time service of this process for `key` (one cluster and keyspace), on the real
- * clock: one feeder per process is the seed's "replica", however many lockers it opens.
+ * clock: one feeder per process is one replica, however many lockers it opens.
  * It talks through any of its users' cells, and stops with the last user.
  */
 export function sharedTimeService(key: string, refreshMs: number, cell: TimeCell): TimeServiceLease {

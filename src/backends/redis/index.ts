@@ -1,90 +1,120 @@
 /**
- * `redis://[user:pass@]host:port[/db]` — locks on one Redis through ioredis.
+ * `redis://[user:pass@]host:port[/db][?prefix=…&commandTimeoutMs=…]` and `rediss://…` (TLS) —
+ * locks on one Redis through ioredis. See docs/backends/redis.md.
  *
  * `createLocker('redis://…')` reaches this module lazily; to use your own ioredis client
  * (a `Cluster` too: every key of one lock shares a `{hash tag}`), pass
  * `new RedisBackend(client)` to `createLocker`.
  */
-import { Redis } from 'ioredis';
-import type { Backend } from '../../backend.js';
-import type { ConnectOptions } from '../../backend.js';
-import { BackendUnavailableError, InvalidArgumentError } from '../../errors.js';
+import { Redis, type RedisOptions } from 'ioredis';
+import {
+  InvalidArgumentError,
+  redact,
+  secretsOf,
+  unavailable,
+  UrlParams,
+  withDeadline,
+  BackendUnavailableError,
+  type Backend,
+  type ConnectOptions,
+} from '../kit.js';
 import { RedisBackend, type RedisBackendOptions } from './backend.js';
 
 export { RedisBackend, REDIS_CAPABILITIES } from './backend.js';
-export type { RedisBackendOptions, RedisClientLike, RedisCommandClient, RedisSubscriberClient } from './backend.js';
+export type { RedisBackendOptions, RedisClientLike, RedisGrantData, RedisTicket } from './backend.js';
+export { RedisCommands, type RedisCommandClient, type RedisCommandsOptions } from './commands.js';
+export type { RedisSubscriberClient } from './inbox.js';
 export { ALL_SCRIPTS, type LuaScript } from './scripts.js';
+export { keyBase, lockKeys, type LockKeys } from './keys.js';
 
-/** The URL without its password, for messages. */
-function redactUrl(url: URL): string {
-  if (!url.password) return url.href;
-  const copy = new URL(url.href);
-  copy.password = '***';
-  return copy.href;
+/** The URL parameters the Redis backend understands. */
+const PARAMETERS = ['prefix', 'commandTimeoutMs', 'healthCheckMs'] as const;
+
+/** A parsed `redis://` URL: the ioredis options and the backend options. */
+export interface RedisUrlOptions {
+  readonly client: RedisOptions;
+  readonly backend: RedisBackendOptions;
+  readonly db: number;
+}
+
+/** Parse a `redis://` / `rediss://` URL (throws `InvalidArgumentError`). */
+export function redisOptions(url: URL, options: ConnectOptions = {}): RedisUrlOptions {
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new InvalidArgumentError('url', `not a redis URL: ${redact(url)}`);
+  const q = new UrlParams(url, PARAMETERS);
+  const dbText = url.pathname.replace(/^\/+|\/+$/g, '');
+  if (dbText !== '' && !/^\d+$/.test(dbText)) {
+    throw new InvalidArgumentError('url', `redis database must be a number, got '${dbText}' in ${redact(url)}`);
+  }
+  const db = dbText === '' ? 0 : Number(dbText);
+  const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+  const host = url.hostname.replace(/^\[|\]$/g, '') || '127.0.0.1';
+  const commandTimeoutMs = q.int('commandTimeoutMs', undefined, { min: 1 });
+  const healthCheckMs = q.int('healthCheckMs', undefined, { min: 10 });
+  const prefix = q.string('prefix');
+  return {
+    db,
+    client: {
+      host,
+      port: url.port === '' ? 6379 : Number(url.port),
+      db,
+      ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
+      ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+      ...(url.protocol === 'rediss:' ? { tls: { servername: host } } : {}),
+      lazyConnect: true,
+      connectTimeout: Math.min(connectTimeoutMs, 10_000),
+      // A command issued while Redis is away fails after one reconnect attempt instead of
+      // waiting in the offline queue forever; the backend's own timer bounds it as well.
+      maxRetriesPerRequest: 1,
+      // Keep reconnecting (the next acquire works once Redis is back), at most once a second.
+      retryStrategy: (times: number) => Math.min(50 * times, 1_000),
+    },
+    backend: {
+      ownsClient: true,
+      label: redact(url),
+      secrets: secretsOf(url),
+      ...(prefix !== undefined ? { prefix } : {}),
+      ...(commandTimeoutMs !== undefined ? { commandTimeoutMs } : {}),
+      ...(healthCheckMs !== undefined ? { healthCheckMs } : {}),
+    },
+  };
 }
 
 /**
- * Connect to the Redis at `url` and return its backend once the connection is up.
- * Rejects with `BackendUnavailableError` when Redis cannot be reached within
- * `options.connectTimeoutMs` (default 10 000 ms). Query parameters: `prefix`,
- * `commandTimeoutMs`.
+ * Connect to the Redis at `url` and return its backend once the connection is up and the
+ * database selected. Rejects with `BackendUnavailableError` carrying the real cause
+ * (ECONNREFUSED, WRONGPASS, NOAUTH, a database index out of range) within
+ * `options.connectTimeoutMs` (default 10 000 ms), or with `options.signal`'s reason.
  */
 export async function createBackend(url: URL, options: ConnectOptions = {}): Promise<Backend> {
-  if (url.protocol !== 'redis:') throw new InvalidArgumentError('url', `not a redis URL: ${redactUrl(url)}`);
-  const dbText = url.pathname.replace(/^\/+/, '');
-  if (dbText !== '' && !/^\d+$/.test(dbText)) {
-    throw new InvalidArgumentError('url', `redis database must be a number, got '${dbText}' in ${redactUrl(url)}`);
-  }
-  const port = url.port === '' ? 6379 : Number(url.port);
-  const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
-  const commandTimeoutText = url.searchParams.get('commandTimeoutMs');
-  const commandTimeoutMs = commandTimeoutText === null ? undefined : Number(commandTimeoutText);
-  if (commandTimeoutMs !== undefined && !(Number.isFinite(commandTimeoutMs) && commandTimeoutMs > 0)) {
-    throw new InvalidArgumentError('url', `commandTimeoutMs must be a positive number in ${redactUrl(url)}`);
-  }
-  const client = new Redis({
-    host: url.hostname.replace(/^\[|\]$/g, '') || '127.0.0.1',
-    port,
-    db: dbText === '' ? 0 : Number(dbText),
-    ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
-    ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
-    lazyConnect: true,
-    connectTimeout: Math.min(connectTimeoutMs, 10_000),
-    // A command issued while Redis is away fails after one reconnect attempt instead of
-    // waiting in the offline queue forever; the backend's own timer bounds it as well.
-    maxRetriesPerRequest: 1,
-    // Keep reconnecting (the next acquire works once Redis is back), at most once a second.
-    retryStrategy: (times: number) => Math.min(50 * times, 1_000),
+  const parsed = redisOptions(url, options);
+  const client = new Redis(parsed.client);
+  // The first failure of the handshake is the cause worth reporting: ioredis answers the
+  // pending connect() with a bare "Connection is closed." once it gives up.
+  let firstError: unknown;
+  client.on('error', (err: unknown) => {
+    firstError ??= err;
   });
-  // Reconnect failures are reported through commands; an unheard 'error' must not crash.
-  client.on('error', () => undefined);
-  const backendOptions: RedisBackendOptions = {
-    ownsClient: true,
-    label: redactUrl(url),
-    ...(url.searchParams.get('prefix') !== null ? { prefix: url.searchParams.get('prefix') ?? '' } : {}),
-    ...(commandTimeoutMs !== undefined ? { commandTimeoutMs } : {}),
-  };
-  let timer: NodeJS.Timeout | undefined;
   try {
-    await Promise.race([
-      client.connect(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no connection within ${connectTimeoutMs} ms`)), connectTimeoutMs);
-        timer.unref();
-      }),
-    ]);
+    await withDeadline(checkedConnect(client, parsed.db), {
+      timeoutMs: options.connectTimeoutMs ?? 10_000,
+      ...(options.signal ? { signal: options.signal } : {}),
+      onTimeout: () =>
+        new BackendUnavailableError('redis', `no connection to ${redact(url)} within ${options.connectTimeoutMs ?? 10_000} ms`),
+    });
   } catch (err) {
     client.disconnect(false);
-    throw new BackendUnavailableError(
-      'redis',
-      `could not connect to ${redactUrl(url)}: ${err instanceof Error ? err.message : String(err)}`,
-      {
-        cause: err,
-        context: { url: redactUrl(url) },
-      },
-    );
-  } finally {
-    clearTimeout(timer);
+    if (options.signal?.aborted && err === options.signal.reason) throw err;
+    const cause = firstError !== undefined && !(err instanceof BackendUnavailableError) ? firstError : err;
+    throw unavailable('redis', `connect to ${redact(url)}`, cause, { secrets: secretsOf(url), context: { url: redact(url) } });
   }
-  return new RedisBackend(client, backendOptions);
+  return new RedisBackend(client, parsed.backend);
+}
+
+/**
+ * Connect, then select the database again: ioredis swallows a failed SELECT in its handshake
+ * and goes on with db 0, so a wrong `/99` would silently share db 0's locks.
+ */
+async function checkedConnect(client: Redis, db: number): Promise<void> {
+  await client.connect();
+  if (db !== 0) await client.select(db);
 }

@@ -29,145 +29,16 @@
  * and a waiter id is `<client id>.<n>`. A state change that lets the queue head go
  * publishes the head's id to the head's client only: one release wakes one waiter in one
  * process, never the queue (no herd, not even a fan-out of messages). When the head is a
- * fair mutex/write waiter and the lock is free, the release grants it on the spot and the
- * payload `g|waiterId|token|serverNowMs` carries the grant: the waiter holds without another
- * round trip. A handed-off hold remembers the waiter id, so the waiter's own attempt racing the
- * message claims it (not a re-entry) and a cancel gives it back.
+ * fair mutex/write waiter and the lock is free, the release grants it on the spot, as a
+ * hand-off the head claims with its next attempt (one round trip) within a short claim
+ * window; a head that vanished is skipped when the window ends, not after a whole ttl.
  *
  * Numbers are passed to `redis.call` through `string.format('%.0f')`: Lua 5.1 would print
  * a µs timestamp as `1.7e+15`.
  */
-import { createHash } from 'node:crypto';
+import { script, type LuaScript } from './prelude.js';
 
-/** A script with its SHA-1, for EVALSHA. */
-export interface LuaScript {
-  readonly name: string;
-  readonly source: string;
-  readonly sha: string;
-}
-
-/**
- * `head` runs before the shared helpers are defined: a script that returns there (the common,
- * uncontended case) does not pay for creating the helpers' closures, a measurable share of a
- * short script's time. It may leave locals for `body`.
- */
-function script(name: string, body: string, head = ''): LuaScript {
-  const source = head + PRELUDE + body;
-  return { name, source, sha: createHash('sha1').update(source).digest('hex') };
-}
-
-const PRELUDE = `
-local function fmt(n) return string.format('%.0f', n) end
-local function clock()
-  local t = redis.call('TIME')
-  local s, us = tonumber(t[1]), tonumber(t[2])
-  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
-end
-local function parse(v)
-  local kind, count, token, exp, delay, wid = string.match(v, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
-  return kind, tonumber(count), token, tonumber(exp), tonumber(delay), wid
-end
-local function pack(kind, count, token, exp, delay, wid)
-  return kind .. '|' .. fmt(count) .. '|' .. token .. '|' .. fmt(exp) .. '|' .. fmt(delay) .. '|' .. wid
-end
-local function next_token(t, now_us)
-  local last = tonumber(redis.call('GET', t) or '0')
-  local token = last + 1
-  if now_us > token then token = now_us end
-  return fmt(token)
-end
-local function purge_holders(h, x, now)
-  local dead = redis.call('ZRANGEBYSCORE', x, '-inf', fmt(now))
-  if #dead > 0 then
-    redis.call('HDEL', h, unpack(dead))
-    redis.call('ZREMRANGEBYSCORE', x, '-inf', fmt(now))
-  end
-end
-local function purge_queue(q, qx, qw, now)
-  local dead = redis.call('ZRANGEBYSCORE', qx, '-inf', fmt(now))
-  if #dead > 0 then
-    redis.call('ZREM', q, unpack(dead))
-    redis.call('HDEL', qw, unpack(dead))
-    redis.call('ZREMRANGEBYSCORE', qx, '-inf', fmt(now))
-  end
-end
-local function touch_holders(h, x, t)
-  local last = redis.call('ZRANGE', x, -1, -1, 'WITHSCORES')
-  if last[2] then
-    local at = tonumber(last[2]) + 1000
-    redis.call('PEXPIREAT', h, fmt(at))
-    redis.call('PEXPIREAT', x, fmt(at))
-    -- The counter outlives the holders so a quick re-acquire continues the sequence.
-    redis.call('PEXPIREAT', t, fmt(at + 600000))
-  end
-end
-local function touch_queue(q, qx, qw, qs)
-  local last = redis.call('ZRANGE', qx, -1, -1, 'WITHSCORES')
-  if last[2] then
-    local at = fmt(tonumber(last[2]) + 1000)
-    redis.call('PEXPIREAT', q, at)
-    redis.call('PEXPIREAT', qx, at)
-    redis.call('PEXPIREAT', qw, at)
-    redis.call('PEXPIREAT', qs, at)
-  end
-end
-local function head(q)
-  return redis.call('ZRANGE', q, 0, 0)[1]
-end
--- A waiter id is '<client inbox id>.<n>': the message goes to that client's inbox only.
-local function notify(inbox, wid, payload)
-  redis.call('PUBLISH', inbox .. string.match(wid, '^([^.]*)'), payload)
-end
-local function dequeue(q, qx, qw, wid)
-  if wid == '' then return false end
-  local rank = redis.call('ZRANK', q, wid)
-  if not rank then return false end
-  redis.call('ZREM', q, wid)
-  redis.call('ZREM', qx, wid)
-  redis.call('HDEL', qw, wid)
-  return rank
-end
--- Remove one hold entirely.
-local function drop(h, x, t, field)
-  if redis.call('HLEN', h) == 1 then
-    redis.call('DEL', h, x)
-  else
-    redis.call('HDEL', h, field)
-    redis.call('ZREM', x, field)
-    touch_holders(h, x, t)
-  end
-end
--- After a hold ended: hand the lock straight to a fair exclusive head waiter when nobody
--- else holds (its grant travels in the message: no extra round trip), else wake the head.
--- Every waiter has a queue entry: no queue, nobody to wake.
--- Call it only when the queue key exists. Returns true when it messaged a waiter.
-local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
-  purge_queue(q, qx, qw, now)
-  local nxt = head(q)
-  if not nxt then return false end
-  local info = redis.call('HGET', qw, nxt)
-  if info and redis.call('EXISTS', h) == 0 then
-    local k, f, ttl, delay, owner = string.match(info, '^(%a)(%d)|(%d+)|(%d+)|(.*)$')
-    if f == '1' and (k == 'm' or k == 'w') then
-      ttl, delay = tonumber(ttl), tonumber(delay)
-      local tok = next_token(t, now_us)
-      -- The sole holder: its own expiry is the keys' (touch_holders without the lookup).
-      local at = now + ttl + delay
-      redis.call('HSET', h, owner, pack(k, 1, tok, now + ttl, delay, nxt))
-      redis.call('ZADD', x, fmt(at), owner)
-      redis.call('SET', t, tok, 'PXAT', fmt(at + 601000))
-      redis.call('PEXPIREAT', h, fmt(at + 1000))
-      redis.call('PEXPIREAT', x, fmt(at + 1000))
-      -- No touch_queue: removing an entry never moves the latest expiry of the rest later.
-      dequeue(q, qx, qw, nxt)
-      notify(inbox, nxt, 'g|' .. nxt .. '|' .. tok .. '|' .. fmt(now))
-      return true
-    end
-  end
-  notify(inbox, nxt, nxt)
-  return true
-end
-`;
+export type { LuaScript } from './prelude.js';
 
 /**
  * One acquisition attempt.
@@ -214,8 +85,19 @@ if kind ~= 's' then
   if v then
     local hk, count, token, exp, dl, hw = parse(v)
     if hk == kind and exp > now then
-      -- Handed to this very acquisition by a release whose message it has not seen yet.
-      if wid ~= '' and hw == wid then return {1, token, owner} end
+      -- Handed to this very acquisition by a release: claim it, the lease starts now.
+      if wid ~= '' and hw == wid then
+        redis.call('HSET', h, owner, pack(hk, count, token, now + ttl, delay, ''))
+        redis.call('ZADD', x, fmt(now + ttl + delay), owner)
+        touch_holders(h, x, t)
+        return {1, token, owner}
+      end
+      -- The hold lasts as long as its longest lease: each client vouches for its own ttl.
+      if now + ttl > exp then
+        exp = now + ttl
+        redis.call('ZADD', x, fmt(exp + dl), owner)
+        touch_holders(h, x, t)
+      end
       redis.call('HSET', h, owner, pack(hk, count + 1, token, exp, dl, hw))
       dequeue(q, qx, qw, wid)
       touch_queue(q, qx, qw, qs)
@@ -324,9 +206,12 @@ local v = redis.call('HGET', h, field)
 if not v then return 0 end
 local hk, count, tok, exp, dl, hw = parse(v)
 if hk ~= kind or tok ~= token or exp <= now then return 0 end
-redis.call('HSET', h, field, pack(hk, count, tok, now + ttl, dl, hw))
-redis.call('ZADD', x, fmt(now + ttl + dl), field)
-touch_holders(h, x, t)
+-- Never shorten: a re-entered hold may carry another client's longer lease.
+if now + ttl > exp then
+  redis.call('HSET', h, field, pack(hk, count, tok, now + ttl, dl, hw))
+  redis.call('ZADD', x, fmt(now + ttl + dl), field)
+  touch_holders(h, x, t)
+end
 return 1
 `,
 );
@@ -375,32 +260,42 @@ end
 );
 
 /**
- * Leave the queue. KEYS: h x t q qx qw qs. ARGV: waiterId, inbox prefix, ownerId.
- * If a release already handed the lock to this waiter, give it back (and pass it on).
- * Wakes the new head when the head left, and the next waiter when an exclusive waiter left
- * (a reader behind it may pass now). Returns 1 when there was something to undo.
+ * Abandon an acquisition. KEYS: h x t q qx qw qs. ARGV: waiterId, inbox prefix, ownerId,
+ * fresh ('1' when the owner was made for this acquisition).
+ * Leaves the queue; gives back a hand-off made to this waiter; and for a fresh owner drops
+ * any hold of that owner (an attempt whose reply was lost may have been granted: no other
+ * acquisition can carry a fresh owner). Wakes the new head when the head left, and the next
+ * waiter when an exclusive waiter left (a reader behind it may pass now).
+ * Returns 1 when there was something to undo.
  */
 export const CANCEL = script(
   'cancel',
   `
 local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local wid, inbox, owner = ARGV[1], ARGV[2], ARGV[3]
+local wid, inbox, owner, fresh = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
 local now, now_us = clock()
 local info = redis.call('HGET', qw, wid)
 local rank = dequeue(q, qx, qw, wid)
-if not rank then
-  local v = redis.call('HGET', h, owner)
-  if not v then return 0 end
-  local hk, count, tok, exp, dl, hw = parse(v)
-  if hw ~= wid or exp <= now then return 0 end
-  if count > 1 then
-    redis.call('HSET', h, owner, pack(hk, count - 1, tok, exp, dl, hw))
-    return 1
+local dropped = false
+for _, f in ipairs(redis.call('HKEYS', h)) do
+  local mine = f == owner or (fresh and string.sub(f, 1, #owner + 1) == owner .. '\\0')
+  if mine then
+    local hk, count, tok, exp, dl, hw = parse(redis.call('HGET', h, f))
+    if not fresh and wid ~= '' and hw == wid and count > 1 then
+      redis.call('HSET', h, f, pack(hk, count - 1, tok, exp, dl, hw))
+      return 1
+    end
+    if fresh or (wid ~= '' and hw == wid) then
+      drop(h, x, t, f)
+      dropped = true
+    end
   end
-  drop(h, x, t, owner)
+end
+if dropped then
   if redis.call('EXISTS', q) == 1 then after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us) end
   return 1
 end
+if not rank then return 0 end
 touch_queue(q, qx, qw, qs)
 -- The new head may go now; so may a reader that waited only behind this writer.
 local c = ''

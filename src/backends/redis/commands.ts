@@ -1,0 +1,158 @@
+/**
+ * The per-node command layer of the Redis backends: one Lua script per operation, sent with
+ * EVALSHA and re-sent with EVAL when the server answers NOSCRIPT (after a restart or
+ * `SCRIPT FLUSH`), every command bounded by one deadline. The single-node backend uses one
+ * of these; Redlock uses one per master. See docs/backends/redis.md.
+ */
+import { performance } from 'node:perf_hooks';
+import { BackendUnavailableError, MAX_TIMER_MS, unavailable } from '../kit.js';
+import type { LuaScript } from './prelude.js';
+
+/** The commands sent on a main connection (ioredis `Redis` and `Cluster` both fit). */
+export interface RedisCommandClient {
+  evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+  eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+}
+
+/** Options of {@link RedisCommands}. */
+export interface RedisCommandsOptions {
+  /** Bound on one command round trip before `BackendUnavailableError`. */
+  readonly timeoutMs: number;
+  /** Engine name for errors (`redis`, `redlock`). */
+  readonly engine: string;
+  /** Where the commands go, for messages (a redacted URL or `host:port`). */
+  readonly label: string;
+  /** Secrets that must never appear in a message (the URL's password). */
+  readonly secrets?: readonly string[];
+}
+
+/** A command in flight, for the shared deadline. */
+interface InFlight {
+  readonly deadline: number;
+  settled: boolean;
+  readonly fail: (err: BackendUnavailableError) => void;
+  readonly what: string;
+}
+
+/**
+ * Scripts on one Redis node, each bounded by `timeoutMs`; every failure is a locksmith error
+ * that keeps the real cause (ECONNREFUSED, WRONGPASS, NOAUTH…).
+ */
+export class RedisCommands {
+  readonly #client: RedisCommandClient;
+  readonly #opts: RedisCommandsOptions;
+  /**
+   * Commands in flight, oldest first. They all get the same timeout, so their deadlines come
+   * in this order and one timer (armed for the oldest) bounds them all: a timer per command
+   * cost a setTimeout + clearTimeout pair on every script.
+   */
+  readonly #inFlight: InFlight[] = [];
+  #timer: NodeJS.Timeout | undefined;
+
+  /** Send scripts through `client`. */
+  constructor(client: RedisCommandClient, options: RedisCommandsOptions) {
+    this.#client = client;
+    this.#opts = options;
+  }
+
+  /** The node this layer talks to, for messages. */
+  get label(): string {
+    return this.#opts.label;
+  }
+
+  /** Run `s` on `keys` and `args`: EVALSHA, EVAL on NOSCRIPT, bounded. */
+  async eval(s: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    const all = [...keys, ...args];
+    try {
+      return await this.bounded(s.name, this.#client.evalsha(s.sha, keys.length, ...all));
+    } catch (err) {
+      if (err instanceof BackendUnavailableError || !isNoScript(err)) throw this.#wrap(s.name, err);
+    }
+    try {
+      return await this.bounded(s.name, this.#client.eval(s.source, keys.length, ...all));
+    } catch (err) {
+      throw this.#wrap(s.name, err);
+    }
+  }
+
+  /**
+   * Run `s` by its source (EVAL), for rare clean-ups that may be queued behind a command
+   * that timed out: if the server lost its script cache meanwhile, an EVALSHA would fail
+   * there with NOSCRIPT after we stopped listening, and the clean-up would never happen.
+   */
+  async evalSource(s: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    try {
+      return await this.bounded(s.name, this.#client.eval(s.source, keys.length, ...keys, ...args));
+    } catch (err) {
+      throw this.#wrap(s.name, err);
+    }
+  }
+
+  /** `p`, or a `BackendUnavailableError` once `timeoutMs` passed without a reply. */
+  bounded<T>(what: string, p: Promise<T>): Promise<T> {
+    // The command may still settle after we gave up; never leave its rejection unhandled.
+    p.catch(() => undefined);
+    return new Promise<T>((resolve, reject) => {
+      const entry: InFlight = { deadline: performance.now() + this.#opts.timeoutMs, settled: false, fail: reject, what };
+      const q = this.#inFlight;
+      // Replies come (nearly) in order: dropping the settled head here keeps the queue short.
+      while (q.length > 0 && q[0]?.settled) q.shift();
+      q.push(entry);
+      if (!this.#timer) this.#arm();
+      p.then(
+        (v) => {
+          entry.settled = true;
+          resolve(v);
+        },
+        (e: unknown) => {
+          entry.settled = true;
+          reject(e);
+        },
+      );
+    });
+  }
+
+  /** Fail every command in flight and stop the deadline timer. */
+  close(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    for (const e of this.#inFlight.splice(0)) {
+      if (e.settled) continue;
+      e.settled = true;
+      e.fail(new BackendUnavailableError(this.#opts.engine, `${this.#opts.engine} ${e.what} abandoned: the backend was closed`));
+    }
+  }
+
+  /** Fail every command past its deadline, then wait for the oldest one still in flight. */
+  #arm(): void {
+    this.#timer = undefined;
+    const q = this.#inFlight;
+    const now = performance.now();
+    const { engine, timeoutMs, label } = this.#opts;
+    for (let head = q[0]; head && (head.settled || head.deadline <= now); head = q[0]) {
+      q.shift();
+      if (head.settled) continue;
+      head.settled = true;
+      head.fail(
+        new BackendUnavailableError(engine, `${engine} ${head.what} got no reply within ${timeoutMs} ms (${label})`, {
+          context: { timeoutMs, node: label },
+        }),
+      );
+    }
+    const next = q[0];
+    if (!next) return;
+    this.#timer = setTimeout(() => this.#arm(), Math.min(MAX_TIMER_MS, Math.max(1, Math.ceil(next.deadline - now))));
+    this.#timer.unref();
+  }
+
+  #wrap(what: string, err: unknown): Error {
+    return unavailable(this.#opts.engine, `${what} on ${this.#opts.label}`, err, {
+      secrets: this.#opts.secrets ?? [],
+      context: { node: this.#opts.label },
+    });
+  }
+}
+
+function isNoScript(err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith('NOSCRIPT');
+}

@@ -1,0 +1,212 @@
+/**
+ * The wake-up inbox of one Redis client: one pub/sub channel (`<prefix>w:<client id>`) on a
+ * second connection, and the local waiters it wakes. A state change that lets the queue head
+ * go publishes the head's waiter id to the head's client only, so one release wakes one
+ * waiter in one process. The subscriber is pinged while anyone waits; a silent or
+ * reconnected subscriber wakes every waiter for a re-check (a lost message costs at most a
+ * health-check period). See docs/backends/redis.md, "Waiting".
+ */
+import { BackendUnavailableError, raceAbort } from '../kit.js';
+import type { RedisCommands } from './commands.js';
+
+/** The subscriber connection: what pub/sub needs (ioredis `Redis` and `Cluster` both fit). */
+export interface RedisSubscriberClient {
+  subscribe(...channels: string[]): Promise<unknown>;
+  unsubscribe(...channels: string[]): Promise<unknown>;
+  ping(): Promise<unknown>;
+  on(event: 'message', listener: (channel: string, message: string) => void): unknown;
+  on(event: 'ready' | 'close' | 'end', listener: () => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+  disconnect(reconnect?: boolean): void;
+}
+
+/** What the inbox had delivered when an attempt was sent (a later wake-up is not lost). */
+export interface InboxMark {
+  /** The subscription epoch (undefined: not subscribed then). */
+  readonly epoch: number | undefined;
+  /** Messages received so far. */
+  readonly seen: number;
+}
+
+/** One waiter inside {@link Inbox.wait}. */
+interface Sleeper {
+  readonly waiterId: string | undefined;
+  wake(): void;
+}
+
+/** The inbox of one client; see the module comment. */
+export class Inbox {
+  readonly #open: () => RedisSubscriberClient;
+  readonly #channel: string;
+  readonly #commands: RedisCommands;
+  readonly #healthCheckMs: number;
+  #subscriber: RedisSubscriberClient | undefined;
+  #readyOnce = false;
+  #epoch: number | undefined;
+  #epochs = 0;
+  #subscribing: Promise<void> | undefined;
+  #received = 0;
+  /** Per local waiter, the message count at its last wake-up. */
+  readonly #wokenAt = new Map<string, number>();
+  /** Waiter ids of acquisitions in this client that may still wait (their wake-ups are kept). */
+  readonly #localIds = new Set<string>();
+  readonly #sleepers = new Set<Sleeper>();
+  #healthTimer: NodeJS.Timeout | undefined;
+  #healthInFlight = false;
+  #closed = false;
+
+  /**
+   * `open` makes the subscriber connection (at the first wait); `channel` is this client's
+   * inbox; `commands` bounds the SUBSCRIBE round trip.
+   */
+  constructor(open: () => RedisSubscriberClient, channel: string, commands: RedisCommands, healthCheckMs: number) {
+    this.#open = open;
+    this.#channel = channel;
+    this.#commands = commands;
+    this.#healthCheckMs = healthCheckMs;
+  }
+
+  /** Note the inbox state before an attempt of `waiterId` is sent. */
+  mark(waiterId: string): InboxMark {
+    if (waiterId !== '') this.#localIds.add(waiterId);
+    return { epoch: this.#epoch, seen: this.#received };
+  }
+
+  /** The acquisition of `waiterId` ended: drop its wake-up state. */
+  forget(waiterId: string): void {
+    if (waiterId === '') return;
+    this.#localIds.delete(waiterId);
+    this.#wokenAt.delete(waiterId);
+  }
+
+  /**
+   * Resolve when `waiterId` was messaged since `mark`, or after `delayMs`. If the inbox was
+   * not subscribed when the attempt was sent, subscribe and resolve at once: the re-check
+   * then happens after the subscription, so no wake-up falls between the two.
+   */
+  async wait(waiterId: string | undefined, mark: InboxMark | undefined, delayMs: number, signal: AbortSignal): Promise<void> {
+    if (this.#epoch === undefined || mark === undefined || mark.epoch !== this.#epoch) {
+      if (waiterId !== undefined) this.#localIds.add(waiterId);
+      await raceAbort(this.#subscribe(), signal);
+      if (mark !== undefined) return;
+    }
+    if (waiterId !== undefined && mark && (this.#wokenAt.get(waiterId) ?? 0) > mark.seen) return;
+    await new Promise<void>((resolve, reject) => {
+      const sleeper: Sleeper = { waiterId, wake: () => finish() };
+      const finish = (err?: unknown): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        if (this.#sleepers.delete(sleeper)) this.#sleepingChanged();
+        if (err === undefined) resolve();
+        else reject(err);
+      };
+      const onAbort = (): void => finish(signal.reason);
+      // Ref'd: a caller awaiting a lock keeps the process alive (cleared when it settles).
+      const timer = setTimeout(() => finish(), Math.max(1, delayMs));
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.#sleepers.add(sleeper);
+      this.#sleepingChanged();
+    });
+  }
+
+  /** Wake every sleeper (their next attempt sees the closed backend) and drop the connection. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearInterval(this.#healthTimer);
+    this.#healthTimer = undefined;
+    for (const s of [...this.#sleepers]) s.wake();
+    this.#localIds.clear();
+    this.#wokenAt.clear();
+    const sub = this.#subscriber;
+    this.#subscriber = undefined;
+    sub?.disconnect(false);
+  }
+
+  #connection(): RedisSubscriberClient {
+    if (this.#subscriber) return this.#subscriber;
+    const sub = this.#open();
+    this.#subscriber = sub;
+    // ioredis emits 'error' on every failed reconnect; an unheard 'error' must not crash anything.
+    sub.on('error', () => undefined);
+    sub.on('message', (_channel, message) => this.#onMessage(message));
+    sub.on('ready', () => {
+      if (!this.#readyOnce) {
+        this.#readyOnce = true;
+        return;
+      }
+      // A reconnect: messages may have been lost while it was down.
+      this.#reset();
+    });
+    sub.on('close', () => {
+      if (this.#subscriber === sub) this.#reset();
+    });
+    return sub;
+  }
+
+  #reset(): void {
+    this.#epoch = undefined;
+    this.#subscribing = undefined;
+    for (const s of [...this.#sleepers]) s.wake();
+  }
+
+  /** Subscribe (once per connection); resolves when Redis confirmed it. */
+  #subscribe(): Promise<void> {
+    if (this.#closed) return Promise.reject(new BackendUnavailableError('redis', 'the redis backend is closed'));
+    if (this.#epoch !== undefined) return Promise.resolve();
+    if (!this.#subscribing) {
+      const p: Promise<void> = this.#commands.bounded('subscribe', this.#connection().subscribe(this.#channel)).then(() => {
+        if (this.#subscribing === p) {
+          this.#epoch = ++this.#epochs;
+          this.#subscribing = undefined;
+        }
+      });
+      p.catch(() => {
+        if (this.#subscribing === p) this.#subscribing = undefined;
+      });
+      this.#subscribing = p;
+    }
+    return this.#subscribing;
+  }
+
+  /** A message is the id of the waiter that should re-check now. */
+  #onMessage(waiterId: string): void {
+    this.#received += 1;
+    if (!this.#localIds.has(waiterId)) return;
+    this.#wokenAt.set(waiterId, this.#received);
+    for (const s of [...this.#sleepers]) if (s.waiterId === waiterId) s.wake();
+  }
+
+  #sleepingChanged(): void {
+    if (this.#sleepers.size > 0 && !this.#healthTimer && !this.#closed) {
+      this.#healthTimer = setInterval(() => this.#healthCheck(), this.#healthCheckMs);
+      this.#healthTimer.unref();
+    } else if (this.#sleepers.size === 0 && this.#healthTimer) {
+      clearInterval(this.#healthTimer);
+      this.#healthTimer = undefined;
+    }
+  }
+
+  /** One PING on the subscriber; no answer within two periods means it is dead or half-open. */
+  #healthCheck(): void {
+    const sub = this.#subscriber;
+    if (!sub || this.#healthInFlight || this.#closed) return;
+    this.#healthInFlight = true;
+    let settled = false;
+    const done = (healthy: boolean): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      this.#healthInFlight = false;
+      if (healthy) return;
+      this.#reset();
+      if (this.#subscriber === sub) sub.disconnect(true);
+    };
+    const timer = setTimeout(() => done(false), this.#healthCheckMs * 2);
+    timer.unref();
+    sub.ping().then(
+      () => done(true),
+      () => done(false),
+    );
+  }
+}
