@@ -7,6 +7,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { BackendUnavailableError, InvalidArgumentError, LocksmithError } from '../errors.js';
+import type { Capabilities } from '../backend.js';
 
 export type {
   AcquireRequest,
@@ -25,6 +26,16 @@ export type {
 } from '../backend.js';
 export { MAX_LOCK_ID_BYTES } from '../backend.js';
 export { BackendUnavailableError, InvalidArgumentError, LockLostError, QuorumError, type NodeResult } from '../errors.js';
+
+/** Every capability of the seam: what the memory reference backend and Redis have. */
+export const EVERY_CAPABILITY: Capabilities = Object.freeze({
+  fair: true,
+  shared: true,
+  permits: true,
+  notify: true,
+  lockDelay: true,
+  reentrant: true,
+});
 
 /** setTimeout's limit; a longer delay would fire at once. */
 export const MAX_TIMER_MS = 2_147_483_647;

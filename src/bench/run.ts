@@ -1,16 +1,6 @@
 /** The whole matrix in one call, and its text form (what `locksmith bench` prints). */
-import {
-  benchHandoff,
-  benchHot,
-  benchKeys,
-  benchUncontended,
-  benchWaiters,
-  type HotResult,
-  type KeysResult,
-  type LockerFactory,
-  type ServerProbe,
-  type WaitersResult,
-} from './matrix.js';
+import * as matrix from './matrix.js';
+import type { HotResult, KeysResult, LockerFactory, ServerProbe, WaitersResult } from './matrix.js';
 import type { Percentiles } from './stats.js';
 
 /** What to run. Every field has a default sized for a few seconds per row. */
@@ -53,20 +43,20 @@ export async function runMatrix(make: LockerFactory, o: MatrixOptions = {}): Pro
   const n = o.iterations ?? 200;
   const row = o.onRow ?? (() => undefined);
   row('uncontended');
-  const uncontended = await benchUncontended(make, n, fair);
+  const uncontended = await matrix.benchUncontended(make, n, fair);
   row('hand-off');
-  const handoff = await benchHandoff(make, Math.min(n, 100), fair);
+  const handoff = await matrix.benchHandoff(make, Math.min(n, 100), fair);
   const hot: HotResult[] = [];
   for (const c of o.contenders ?? [1, 2, 8, 32, 64]) {
     row(`hot lock x${c}`);
-    hot.push(await benchHot(make, c, o.durationMs ?? 3_000, o.criticalMs ?? 2, fair));
+    hot.push(await matrix.benchHot(make, c, o.durationMs ?? 3_000, o.criticalMs ?? 2, fair));
   }
   const keyCount = o.keys ?? 10_000;
   if (keyCount > 0) row(`${keyCount} keys`);
-  const keys = keyCount > 0 ? await benchKeys(make, keyCount) : undefined;
+  const keys = keyCount > 0 ? await matrix.benchKeys(make, keyCount) : undefined;
   const waiterCount = o.waiters ?? 1_000;
   if (waiterCount > 0) row(`${waiterCount} waiters`);
-  const waiters = waiterCount > 0 ? await benchWaiters(make, waiterCount, o.idleMs ?? 3_000, o.probe) : undefined;
+  const waiters = waiterCount > 0 ? await matrix.benchWaiters(make, waiterCount, o.idleMs ?? 3_000, o.probe) : undefined;
   return { fair, uncontended, handoff, hot, keys, waiters };
 }
 

@@ -4,6 +4,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import {
+  EVERY_CAPABILITY,
   LockLostError,
   sleep,
   type AcquireRequest,
@@ -28,14 +29,7 @@ export interface MemoryTicket {
 const stores = new Map<string, MemoryStore>();
 
 /** What the memory backend can do: everything. */
-export const MEMORY_CAPABILITIES: Capabilities = Object.freeze({
-  fair: true,
-  shared: true,
-  permits: true,
-  notify: true,
-  lockDelay: true,
-  reentrant: true,
-});
+export const MEMORY_CAPABILITIES: Capabilities = EVERY_CAPABILITY;
 
 /** The in-process reference backend. */
 export class MemoryBackend implements Backend<MemoryTicket, undefined> {

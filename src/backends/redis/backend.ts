@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import {
   BackendUnavailableError,
+  EVERY_CAPABILITY,
   LockLostError,
   type AcquireRequest,
   type AcquireResult,
@@ -80,14 +81,7 @@ const WAITER_GRACE_MS = 1_250;
 const MAX_WAITER_PERIOD_MS = 30_000;
 
 /** What the Redis backend can do (every capability of the seam). */
-export const REDIS_CAPABILITIES: Capabilities = Object.freeze({
-  fair: true,
-  shared: true,
-  permits: true,
-  notify: true,
-  lockDelay: true,
-  reentrant: true,
-});
+export const REDIS_CAPABILITIES: Capabilities = EVERY_CAPABILITY;
 
 /**
  * Locks on one Redis. Accepts a URL-made client or a user's own ioredis client (see
