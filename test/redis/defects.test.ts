@@ -6,9 +6,11 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { BackendUnavailableError, createLocker, type Locker, type LockerOptions } from '../../src/index.js';
 import { startRedis } from '../../scripts/servers/redis.js';
-import { useServer, waitingOn } from '../helpers.js';
+import { eventually, useServer, waitingOn } from '../helpers.js';
 
 const T = { timeout: 120_000 };
 const server = await useServer(() => startRedis());
@@ -112,4 +114,32 @@ describe('redis: URLs (issue 9, item 10)', () => {
   test('unknown URL parameters are rejected', T, async () => {
     await assert.rejects(locker(`${server.url}?comandTimeoutMs=5`).tryLock(id('typo')), /unknown parameter 'comandTimeoutMs'/);
   });
+});
+
+describe('redis: locksmith run killed while it waits (issue 9, item 4)', () => {
+  const cli = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+  for (const [sig, status] of [
+    ['SIGTERM', 143],
+    ['SIGINT', 130],
+  ] as const) {
+    test(`${sig}: the process exits ${status} and its queue entry goes with it, so the next fair waiter is not held up`, T, async () => {
+      const lockId = id(`cli-${sig}`);
+      const holder = locker(server.url, { fair: true });
+      const held = await holder.lock(lockId);
+      const child = spawn(process.execPath, ['--import', 'tsx', cli, 'run', '--backend', server.url, '--fair', lockId, '--', 'true'], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      await eventually('the CLI queued', async () => (await holder.inspect(lockId)).waiters === 1, 60_000);
+      child.kill(sig);
+      assert.equal(await exited, status);
+      assert.equal((await holder.inspect(lockId)).waiters, 0, 'the queue entry went with the wait');
+      const next = locker(server.url, { fair: true });
+      const queued = waitingOn(next, lockId);
+      const pending = next.lock(lockId, { timeoutMs: 5_000 });
+      await queued;
+      await held.release();
+      await (await pending).release();
+    });
+  }
 });
