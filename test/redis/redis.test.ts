@@ -21,7 +21,7 @@ import {
 import { RedisBackend } from '../../src/backends/redis/index.js';
 import { startRedis } from '../../scripts/servers/redis.js';
 import { freePort, type RunningServer } from '../../scripts/servers/harness.js';
-import { lossOf } from '../helpers.js';
+import { lossOf, waitingOn } from '../helpers.js';
 
 const T = { timeout: 120_000 };
 
@@ -44,19 +44,6 @@ async function calls(command: string): Promise<number> {
   const info = await admin.info('commandstats');
   const m = new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info);
   return m ? Number(m[1]) : 0;
-}
-
-/** Resolve when `locker` emits `waiting` for `lockId`. */
-function waitingOn(l: Locker, lockId: string): Promise<void> {
-  return new Promise((resolve) => {
-    const on = (e: { lockId: string }): void => {
-      if (e.lockId === lockId) {
-        l.off('waiting', on);
-        resolve();
-      }
-    };
-    l.on('waiting', on);
-  });
 }
 
 async function newAdmin(): Promise<Redis> {

@@ -20,7 +20,7 @@ import {
   type ProtectedCreateSession,
 } from '../../src/backends/zookeeper/index.js';
 import { MODE, RC, ZkError } from '../../src/backends/zookeeper/driver.js';
-import { lossOf } from '../helpers.js';
+import { eventually as eventuallyWithin, lossOf } from '../helpers.js';
 import { startZooKeeper, type RunningZooKeeper } from '../../scripts/servers/zookeeper.js';
 
 const T = { timeout: 180_000 };
@@ -73,19 +73,10 @@ async function expireSession(b: ZooKeeperBackend, connectString = server.connect
 }
 
 /** Poll `check` until true (generous bound: the machine may be loaded). */
-async function eventually(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 60_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`never happened: ${what}`);
-    await sleep(50);
-  }
-}
+const eventually = (what: string, check: () => Promise<boolean> | boolean, timeoutMs = 60_000): Promise<void> =>
+  eventuallyWithin(what, check, timeoutMs, 50);
 
-const aborted = (lock: Lock): Promise<unknown> =>
-  new Promise((resolve) => {
-    if (lock.signal.aborted) resolve(lock.signal.reason);
-    else lock.signal.addEventListener('abort', () => resolve(lock.signal.reason), { once: true });
-  });
+const aborted = lossOf;
 
 describe('zookeeper: the ensemble under a holder', () => {
   test('killing each of the three servers in turn while a lock is held changes nothing for the holder', T, async () => {
