@@ -2,7 +2,9 @@
  * The package as a user gets it: `npm pack` (which builds), installed into a scratch
  * TypeScript app (strict, `module: nodenext`, no `skipLibCheck`) with none of the optional
  * peers, type-checked, compiled and run on memory://; `require()` of the ESM build works;
- * a backend whose driver is missing says what to install.
+ * a backend whose driver (or prom-client) is missing says what to install; the metrics and
+ * tracing declarations compile without prom-client or OpenTelemetry. The install prefers
+ * npm's cache (`npm ci` filled it), so the test needs no network on a prepared machine.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -17,7 +19,17 @@ const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '../..');
 const tsc = join(root, 'node_modules/typescript/bin/tsc');
 
-const APP = `import { createLocker, LockTimeoutError, DriverMissingError, type Lock, type LockerOptions } from 'locksmith-dlm';
+const APP = `import {
+  createLocker,
+  instrumentPrometheus,
+  instrumentTracing,
+  LockTimeoutError,
+  DriverMissingError,
+  type Lock,
+  type LockerOptions,
+  type SpanLike,
+  type TracerLike,
+} from 'locksmith-dlm';
 import { abandon } from 'locksmith-dlm/testing';
 import { UrlParams, type Backend } from 'locksmith-dlm/backend';
 import { jainIndex } from 'locksmith-dlm/bench';
@@ -35,6 +47,15 @@ let token = '';
 }
 const missing = await createLocker('redis://127.0.0.1:1').lock('x').catch((e: unknown) => e);
 if (!(missing instanceof DriverMissingError) || !missing.message.includes('npm i ioredis')) throw new Error(\`expected DriverMissingError, got \${String(missing)}\`);
+const noProm = await instrumentPrometheus(locker).catch((e: unknown) => e);
+if (!(noProm instanceof DriverMissingError) || !noProm.message.includes('prom-client')) throw new Error(\`expected DriverMissingError for prom-client, got \${String(noProm)}\`);
+const spans: string[] = [];
+const span: SpanLike = { setAttribute: () => span, setStatus: () => span, end: () => undefined };
+const tracer: TracerLike = { startSpan: (name) => (spans.push(name), span) };
+const detach = instrumentTracing(locker, tracer);
+await locker.withLock('traced', () => undefined);
+detach();
+if (!spans.includes('locksmith.hold')) throw new Error(\`expected a hold span, got \${spans.join()}\`);
 const backend: Backend | undefined = undefined;
 void backend;
 void UrlParams;
@@ -69,7 +90,7 @@ test(
       const app = join(dir, 'app');
       await mkdir(app);
       await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'scratch-app', private: true, type: 'module' }));
-      await run('npm', ['install', '--no-audit', '--no-fund', join(dir, tarball), join(root, 'node_modules/@types/node')], {
+      await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', join(dir, tarball), join(root, 'node_modules/@types/node')], {
         cwd: app,
         maxBuffer: 64 << 20,
       });
