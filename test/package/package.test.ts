@@ -90,10 +90,14 @@ test(
       const app = join(dir, 'app');
       await mkdir(app);
       await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'scratch-app', private: true, type: 'module' }));
-      await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', join(dir, tarball), join(root, 'node_modules/@types/node')], {
-        cwd: app,
-        maxBuffer: 64 << 20,
-      });
+      await run(
+        'npm',
+        ['install', '--prefer-offline', '--no-audit', '--no-fund', join(dir, tarball), join(root, 'node_modules/@types/node')],
+        {
+          cwd: app,
+          maxBuffer: 64 << 20,
+        },
+      );
       for (const peer of ['ioredis', 'pg', 'mysql2', 'cassandra-driver', 'etcd3', 'node-zookeeper-client', 'prom-client']) {
         assert.equal(existsSync(join(app, 'node_modules', peer)), false, `optional peer ${peer} was not installed`);
       }
