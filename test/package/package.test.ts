@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, rm, writeFile, mkdir } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile, mkdir } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -101,7 +101,11 @@ test(
       for (const peer of ['ioredis', 'pg', 'mysql2', 'cassandra-driver', 'etcd3', 'node-zookeeper-client', 'prom-client']) {
         assert.equal(existsSync(join(app, 'node_modules', peer)), false, `optional peer ${peer} was not installed`);
       }
-      assert.equal(existsSync(join(app, 'node_modules/locksmith-dlm/dist/index.js.map')), false, 'no source maps to unshipped sources');
+      const installed = join(app, 'node_modules/locksmith-dlm');
+      assert.equal(existsSync(join(installed, 'dist/index.js.map')), false, 'no source maps to unshipped sources');
+      const manifest = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as { files: string[] };
+      for (const entry of manifest.files)
+        assert.ok(existsSync(join(installed, entry)), `package.json "files" lists ${entry}, and it ships`);
       await writeFile(join(app, 'index.ts'), APP);
       await writeFile(join(app, 'tsconfig.json'), JSON.stringify(TSCONFIG));
       await run(process.execPath, [tsc, '-p', app], { cwd: app }).catch((err: { stdout?: string }) => {
