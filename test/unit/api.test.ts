@@ -61,7 +61,7 @@ test('timeoutMs and waitMs are one bound: either name works, both only when equa
   await held.release();
 });
 
-test('a lock serializes: JSON.stringify gives the token as a decimal string; token.toString() is the same', async () => {
+test('a lock serializes: JSON.stringify gives the token as a decimal string; token.toString() is the same; toString() for logs', async () => {
   const lock = await locker().lock('json', { ttlMs: 30_000 });
   const json = JSON.parse(JSON.stringify({ lock })) as { lock: Record<string, unknown> };
   assert.deepEqual(Object.keys(json.lock).sort(), ['held', 'kind', 'lockId', 'ownerId', 'remainingMs', 'token']);
@@ -70,8 +70,11 @@ test('a lock serializes: JSON.stringify gives the token as a decimal string; tok
   assert.equal(json.lock.lockId, 'json');
   assert.equal(json.lock.kind, 'mutex');
   assert.equal(json.lock.held, true);
+  assert.equal(`${lock}`, `lock 'json' (mutex, token ${lock.token}, held)`);
+  assert.throws(() => JSON.stringify(lock.token), TypeError, 'a bare bigint has no JSON form, as documented');
   await lock.release();
   assert.equal(lock.toJSON().held, false);
+  assert.match(String(lock), /not held\)$/);
 });
 
 test('remainingMs() is positive and at most the ttl while held, and 0 after release', async () => {
