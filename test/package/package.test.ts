@@ -1,7 +1,8 @@
 /**
  * The package as a user gets it: `npm pack` (which builds), installed into a scratch
- * TypeScript app (strict, `module: nodenext`, no `skipLibCheck`) with none of the optional
- * peers, type-checked, compiled and run on memory://; `require()` of the ESM build works;
+ * TypeScript app (strict, exactOptionalPropertyTypes, `module: nodenext`, no `skipLibCheck`)
+ * with none of the optional peers, type-checked, compiled and run on memory://; `require()`
+ * of the ESM build works; every `files` entry ships;
  * a backend whose driver (or prom-client) is missing says what to install; the metrics and
  * tracing declarations compile without prom-client or OpenTelemetry. The install prefers
  * npm's cache (`npm ci` filled it), so the test needs no network on a prepared machine.
@@ -71,6 +72,7 @@ const TSCONFIG = {
     moduleResolution: 'NodeNext',
     strict: true,
     noUncheckedIndexedAccess: true,
+    exactOptionalPropertyTypes: true,
     skipLibCheck: false,
     types: ['node'],
     outDir: 'out',
