@@ -75,7 +75,7 @@ test(
     // The grant must reach the replica before the master dies, or the failover loses it
     // (asynchronous replication: docs/backends/redis.md).
     const master = new Redis({ host: '127.0.0.1', port: await server.masterPort() });
-    assert.equal(await master.call('WAIT', '1', '5000'), 1);
+    await eventually('the replica to acknowledge the grant', async () => (await master.call('WAIT', '1', '2000')) === 1, 60_000, 100);
     master.disconnect();
     await server.master.nodes[0]?.kill();
     const replicaPort = server.replica?.nodes[0]?.port;
