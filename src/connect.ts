@@ -18,9 +18,13 @@ const engines: Readonly<Record<string, Engine>> = {
   'memory:': { load: () => import('./backends/memory/index.js') },
   'redis:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
   'rediss:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
+  'redis-sentinel:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
   'zookeeper:': { load: () => import('./backends/zookeeper/index.js'), driver: 'node-zookeeper-client' },
   'cassandra:': { load: () => import('./backends/cassandra/index.js'), driver: 'cassandra-driver' },
 };
+
+/** How long the core's connect bound waits past `connectTimeoutMs` for the factory's own. */
+const CONNECT_BACKSTOP_MS = 250;
 
 /** The URL schemes locksmith understands (without the colon). */
 export function supportedSchemes(): string[] {
@@ -63,7 +67,9 @@ export async function connect(url: URL, options: ConnectOptions = {}): Promise<B
   const work = (async () => (await loadEngine(scheme, engine)).createBackend(url, options))();
   try {
     return await withDeadline(work, {
-      ...(ms === undefined ? {} : { timeoutMs: ms }),
+      // A backstop just behind the factory's own deadline: a factory that bounds its connect
+      // knows why it failed (a refused Sentinel, an unknown master) and reports that first.
+      ...(ms === undefined ? {} : { timeoutMs: ms + CONNECT_BACKSTOP_MS }),
       ...(options.signal ? { signal: options.signal } : {}),
       onTimeout: () =>
         new BackendUnavailableError(scheme, `could not connect to ${redact(url)} within ${ms} ms`, { context: { url: redact(url) } }),

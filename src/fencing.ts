@@ -11,7 +11,7 @@ import { InvalidArgumentError, StaleTokenError } from './errors.js';
 
 /** Options of {@link FencedResource}. */
 export interface FencedResourceOptions {
-  /** Fence reads too (default true). `false` reproduces the write-only flaw, for demonstrations. */
+  /** Fence reads too. `false` reproduces the write-only flaw, for demonstrations. @default true */
   readonly fenceReads?: boolean;
 }
 

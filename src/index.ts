@@ -3,7 +3,7 @@
  * on every backend, fair queues, and leases that never fail silently.
  *
  * ```ts
- * import { createLocker } from 'locksmith';
+ * import { createLocker } from 'locksmith-dlm';
  * const locker = createLocker('memory://', { ttlMs: 10_000 });
  * await using lock = await locker.lock('account:42', { timeoutMs: 5_000 });
  * ```

@@ -19,7 +19,13 @@ export class Lock implements AsyncDisposable {
   readonly lockId: string;
   /** Unique id of this holder (a thread id, in other lock libraries), or the explicit `owner`. */
   readonly ownerId: string;
-  /** Fencing token: strictly increasing per lockId across all clients. Pass it to the resource. */
+  /**
+   * Fencing token: strictly increasing per lockId across all clients. Pass it to the
+   * resource. A `bigint`: `lock.token.toString()` is its decimal form (store it as such, or
+   * in a 64-bit integer column) and `BigInt(text)` reads it back; `JSON.stringify(lock)`
+   * writes it as that string (see {@link Lock.toJSON}), while `JSON.stringify(lock.token)`
+   * throws, as for every bigint.
+   */
   readonly token: bigint;
   /** `mutex`, `read`, `write` or `semaphore`. */
   readonly kind: LockKind;
@@ -77,6 +83,11 @@ export class Lock implements AsyncDisposable {
       held: this.held,
       remainingMs: Math.round(this.remainingMs()),
     };
+  }
+
+  /** For logs: `lock 'account:42' (mutex, token 17, held)`. */
+  toString(): string {
+    return `lock '${this.lockId}' (${this.kind}, token ${this.token}, ${this.held ? 'held' : 'not held'})`;
   }
 
   /** True while this handle is not released and the lease is valid. */

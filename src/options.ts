@@ -43,9 +43,12 @@ export interface LockOptions {
    * @default undefined (wait until aborted)
    */
   readonly timeoutMs?: number;
-  /** Alias of `timeoutMs` (the name `tryLock` uses). Give one or the other. */
+  /**
+   * Alias of `timeoutMs` (the name `tryLock` uses). Give one or the other (both only when
+   * equal). @default undefined (wait until aborted)
+   */
   readonly waitMs?: number;
-  /** Abort the wait; the call rejects with `signal.reason` unchanged. */
+  /** Abort the wait; the call rejects with `signal.reason` unchanged. @default undefined */
   readonly signal?: AbortSignal;
   /** Lease length of this hold in ms. @default the locker's `ttlMs` */
   readonly ttlMs?: number;
@@ -79,10 +82,13 @@ export interface LockOptions {
 /** Per-call options of `tryLock()`, `tryRead()`, `tryWrite()`, `tryAcquire()`. */
 export interface TryLockOptions extends LockOptions {
   /**
-   * Wait at most this long, then resolve `null`. `timeoutMs` is an alias.
+   * Wait at most this long, then resolve `null`. `timeoutMs` is an alias (give one or the
+   * other, both only when equal).
    * @default 0 (one attempt)
    */
   readonly waitMs?: number;
+  /** Alias of `waitMs` (the name `lock` uses). @default 0 (one attempt) */
+  readonly timeoutMs?: number;
 }
 
 /** Options of `withLock()`. */

@@ -2,9 +2,15 @@
  * Redis in the server harness: installs Debian's `redis-server` when it is missing and
  * starts one instance on a free loopback port with no persistence (`--save "" --appendonly
  * no`), so a restart loses every key — exactly what a failover to an empty replica does.
+ * With `tls: true` it listens for TLS only, with a throw-away self-signed certificate made
+ * by `openssl` (Debian's redis-server is built with TLS).
  */
 import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { createConnection } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import {
   aptInstall,
   freePort,
@@ -28,26 +34,39 @@ export interface StartRedisOptions {
    * a Cluster client and cross-slot checks are real. Default false.
    */
   readonly cluster?: boolean;
+  /**
+   * TLS only (`--port 0 --tls-port …`, clients not asked for certificates): the URL is
+   * `rediss://127.0.0.1:<port>` and `caFile` the certificate a client must trust. Default false.
+   */
+  readonly tls?: boolean;
 }
 
-const REDIS_SERVER = '/usr/bin/redis-server';
+/** A started Redis: its nodes, and with `tls` the PEM file of its self-signed certificate. */
+export type RunningRedis = RunningServer & { readonly nodes: readonly ServerNode[]; readonly caFile?: string };
 
-/** Send one inline command over a raw socket; resolves with the reply once `complete` says so (default: the first line). */
-function rawCommand(
+/** The redis-server binary (it is also the Sentinel: `redis-server <conf> --sentinel`). */
+export const REDIS_SERVER = '/usr/bin/redis-server';
+
+/**
+ * Send one inline command over a raw socket (TLS when `ca` is given); resolves with the
+ * reply once `complete` says so (default: the first line).
+ */
+export function rawCommand(
   port: number,
   command: string,
   timeoutMs = 2_000,
   complete: (reply: string) => boolean = (r) => r.includes('\r\n'),
+  ca?: Buffer,
 ): Promise<string> {
   return new Promise((resolve, reject) => {
-    const sock = createConnection({ host: '127.0.0.1', port });
+    const sock = ca ? tlsConnect({ host: '127.0.0.1', port, ca, servername: 'localhost' }) : createConnection({ host: '127.0.0.1', port });
     let buf = '';
     const timer = setTimeout(() => {
       sock.destroy();
       reject(new Error(`no reply to ${command} within ${timeoutMs} ms`));
     }, timeoutMs);
     timer.unref();
-    sock.on('connect', () => sock.write(`${command}\r\n`));
+    sock.on(ca ? 'secureConnect' : 'connect', () => sock.write(`${command}\r\n`));
     sock.on('data', (d) => {
       buf += d.toString('utf8');
       if (complete(buf)) {
@@ -63,15 +82,42 @@ function rawCommand(
   });
 }
 
+/** A self-signed certificate for 127.0.0.1 and localhost in `dir`: cert.pem and key.pem. */
+async function selfSignedCertificate(dir: string): Promise<{ cert: string; key: string }> {
+  await aptInstall('openssl', ['openssl']);
+  const cert = join(dir, 'cert.pem');
+  const key = join(dir, 'key.pem');
+  const subject = ['-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'];
+  await promisify(execFile)('openssl', [
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-days',
+    '2',
+    '-keyout',
+    key,
+    '-out',
+    cert,
+    ...subject,
+  ]);
+  return { cert, key };
+}
+
 /** Start one Redis server for tests or benchmarks; `stop()` kills it and removes its directory. */
-export async function startRedis(opts: StartRedisOptions = {}): Promise<RunningServer & { readonly nodes: readonly ServerNode[] }> {
+export async function startRedis(opts: StartRedisOptions = {}): Promise<RunningRedis> {
   await aptInstall(REDIS_SERVER, ['redis-server']);
   const port = await freePort();
   const dir = await makeDataDir('redis');
   const readyTimeoutMs = opts.readyTimeoutMs ?? 60_000;
+  const tls = opts.tls ? await selfSignedCertificate(dir) : undefined;
+  const ca = tls ? await readFile(tls.cert) : undefined;
+  const listen = tls
+    ? ['--port', '0', '--tls-port', String(port), '--tls-cert-file', tls.cert, '--tls-key-file', tls.key, '--tls-auth-clients', 'no']
+    : ['--port', String(port)];
   const args = [
-    '--port',
-    String(port),
+    ...listen,
     '--bind',
     '127.0.0.1',
     '--save',
@@ -95,18 +141,18 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RunningS
       `redis-server on port ${port}`,
       async () => {
         if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}; see ${dir}/redis.log`);
-        const reply = await rawCommand(port, 'PING');
+        const reply = await rawCommand(port, 'PING', 2_000, undefined, ca);
         return reply.startsWith('+PONG') || reply.includes('NOAUTH');
       },
       { timeoutMs: readyTimeoutMs, intervalMs: 50 },
     );
     if (opts.cluster) {
       // A restarted node keeps its slots in nodes.conf; ADDSLOTSRANGE then answers an error we ignore.
-      await rawCommand(port, 'CLUSTER ADDSLOTSRANGE 0 16383');
+      await rawCommand(port, 'CLUSTER ADDSLOTSRANGE 0 16383', 2_000, undefined, ca);
       await waitFor(
         `redis cluster state ok on port ${port}`,
         async () =>
-          (await rawCommand(port, 'CLUSTER INFO', 2_000, (r) => r.includes('cluster_state:') && r.endsWith('\r\n'))).includes(
+          (await rawCommand(port, 'CLUSTER INFO', 2_000, (r) => r.includes('cluster_state:') && r.endsWith('\r\n'), ca)).includes(
             'cluster_state:ok',
           ),
         { timeoutMs: readyTimeoutMs, intervalMs: 50 },
@@ -118,8 +164,9 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RunningS
   let stopped = false;
   return {
     engine: 'redis',
-    url: `redis://127.0.0.1:${port}`,
+    url: `${tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`,
     nodes: [node],
+    ...(tls ? { caFile: tls.cert } : {}),
     async stop() {
       if (stopped) return;
       stopped = true;

@@ -1,13 +1,18 @@
 /**
  * The package as a user gets it: `npm pack` (which builds), installed into a scratch
- * TypeScript app (strict, `module: nodenext`, no `skipLibCheck`) with none of the optional
- * peers, type-checked, compiled and run on memory://; `require()` of the ESM build works;
- * a backend whose driver is missing says what to install.
+ * TypeScript app (strict, exactOptionalPropertyTypes, `module: nodenext`, no `skipLibCheck`)
+ * with none of the optional peers, type-checked, compiled and run on memory://; `require()`
+ * of the ESM build works; every `files` entry ships;
+ * a backend whose driver (or prom-client) is missing says what to install; the metrics and
+ * tracing declarations compile without prom-client or OpenTelemetry; `locksmith-dlm/redis`
+ * type-checks against a user's ioredis 5 and ioredis 6. The install prefers npm's cache
+ * (`npm ci` filled it), so the test needs no network on a prepared machine; the ioredis
+ * majors are the project's own installs (`ioredis`, `ioredis5`), linked into the app.
  */
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, rm, writeFile, mkdir } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile, mkdir, symlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -17,7 +22,17 @@ const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '../..');
 const tsc = join(root, 'node_modules/typescript/bin/tsc');
 
-const APP = `import { createLocker, LockTimeoutError, DriverMissingError, type Lock, type LockerOptions } from 'locksmith-dlm';
+const APP = `import {
+  createLocker,
+  instrumentPrometheus,
+  instrumentTracing,
+  LockTimeoutError,
+  DriverMissingError,
+  type Lock,
+  type LockerOptions,
+  type SpanLike,
+  type TracerLike,
+} from 'locksmith-dlm';
 import { abandon } from 'locksmith-dlm/testing';
 import { UrlParams, type Backend } from 'locksmith-dlm/backend';
 import { jainIndex } from 'locksmith-dlm/bench';
@@ -35,6 +50,15 @@ let token = '';
 }
 const missing = await createLocker('redis://127.0.0.1:1').lock('x').catch((e: unknown) => e);
 if (!(missing instanceof DriverMissingError) || !missing.message.includes('npm i ioredis')) throw new Error(\`expected DriverMissingError, got \${String(missing)}\`);
+const noProm = await instrumentPrometheus(locker).catch((e: unknown) => e);
+if (!(noProm instanceof DriverMissingError) || !noProm.message.includes('prom-client')) throw new Error(\`expected DriverMissingError for prom-client, got \${String(noProm)}\`);
+const spans: string[] = [];
+const span: SpanLike = { setAttribute: () => span, setStatus: () => span, end: () => undefined };
+const tracer: TracerLike = { startSpan: (name) => (spans.push(name), span) };
+const detach = instrumentTracing(locker, tracer);
+await locker.withLock('traced', () => undefined);
+detach();
+if (!spans.includes('locksmith.hold')) throw new Error(\`expected a hold span, got \${spans.join()}\`);
 const backend: Backend | undefined = undefined;
 void backend;
 void UrlParams;
@@ -50,6 +74,7 @@ const TSCONFIG = {
     moduleResolution: 'NodeNext',
     strict: true,
     noUncheckedIndexedAccess: true,
+    exactOptionalPropertyTypes: true,
     skipLibCheck: false,
     types: ['node'],
     outDir: 'out',
@@ -57,44 +82,89 @@ const TSCONFIG = {
   include: ['index.ts'],
 };
 
+const REDIS_APP = `import { Redis } from 'ioredis';
+import { createLocker } from 'locksmith-dlm';
+import { RedisBackend, type RedisClientLike } from 'locksmith-dlm/redis';
+
+const client = new Redis({ host: '127.0.0.1', port: 1, lazyConnect: true });
+const like: RedisClientLike = client;
+const locker = createLocker(new RedisBackend(like, { prefix: 'app:' }));
+await locker.close();
+client.disconnect();
+const { version } = (await import('ioredis/package.json', { with: { type: 'json' } })).default;
+console.log(version);
+`;
+
+let dir = '';
+let tarball = '';
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'locksmith-package-'));
+  await run('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: root, maxBuffer: 64 << 20 });
+  const packed = (await readdir(dir)).find((f) => f.endsWith('.tgz'));
+  assert.ok(packed, 'npm pack wrote a tarball');
+  tarball = join(dir, packed);
+});
+after(async () => {
+  if (dir !== '') await rm(dir, { recursive: true, force: true });
+});
+
+/** A scratch app in `dir/name` with the tarball and @types/node installed (no optional peers), and `source` as index.ts. */
+async function scratchApp(name: string, source: string): Promise<string> {
+  const app = join(dir, name);
+  await mkdir(app);
+  await writeFile(join(app, 'package.json'), JSON.stringify({ name: `scratch-${name}`, private: true, type: 'module' }));
+  await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball, join(root, 'node_modules/@types/node')], {
+    cwd: app,
+    maxBuffer: 64 << 20,
+  });
+  await writeFile(join(app, 'index.ts'), source);
+  await writeFile(join(app, 'tsconfig.json'), JSON.stringify(TSCONFIG));
+  return app;
+}
+
+/** Type-check and compile the app; fails with tsc's report. */
+async function typecheck(app: string): Promise<void> {
+  await run(process.execPath, [tsc, '-p', app], { cwd: app }).catch((err: { stdout?: string }) => {
+    throw new Error(`the app does not type-check against the package:\n${err.stdout ?? ''}`);
+  });
+}
+
 test(
   'the packed tarball installs into a strict TypeScript app without optional peers, type-checks and runs',
   { timeout: 600_000 },
   async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'locksmith-package-'));
-    try {
-      await run('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: root, maxBuffer: 64 << 20 });
-      const tarball = (await readdir(dir)).find((f) => f.endsWith('.tgz'));
-      assert.ok(tarball, 'npm pack wrote a tarball');
-      const app = join(dir, 'app');
-      await mkdir(app);
-      await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'scratch-app', private: true, type: 'module' }));
-      await run('npm', ['install', '--no-audit', '--no-fund', join(dir, tarball), join(root, 'node_modules/@types/node')], {
-        cwd: app,
-        maxBuffer: 64 << 20,
-      });
-      for (const peer of ['ioredis', 'pg', 'mysql2', 'cassandra-driver', 'etcd3', 'node-zookeeper-client', 'prom-client']) {
-        assert.equal(existsSync(join(app, 'node_modules', peer)), false, `optional peer ${peer} was not installed`);
-      }
-      assert.equal(existsSync(join(app, 'node_modules/locksmith-dlm/dist/index.js.map')), false, 'no source maps to unshipped sources');
-      await writeFile(join(app, 'index.ts'), APP);
-      await writeFile(join(app, 'tsconfig.json'), JSON.stringify(TSCONFIG));
-      await run(process.execPath, [tsc, '-p', app], { cwd: app }).catch((err: { stdout?: string }) => {
-        throw new Error(`the app does not type-check against the package:\n${err.stdout ?? ''}`);
-      });
-      const { stdout } = await run(process.execPath, [join(app, 'out/index.js')], { cwd: app });
-      const result = JSON.parse(stdout) as { ok: boolean; lock: { token: string; lockId: string } };
-      assert.equal(result.ok, true);
-      assert.equal(result.lock.lockId, 'account:42');
-      assert.match(result.lock.token, /^\d+$/);
-      const cjs = await run(process.execPath, ['-e', "const l = require('locksmith-dlm'); console.log(typeof l.createLocker)"], {
-        cwd: app,
-      });
-      assert.equal(cjs.stdout.trim(), 'function', 'require() of the ESM build works');
-      const cli = await run(join(app, 'node_modules/.bin/locksmith'), ['--version'], { cwd: app });
-      assert.match(cli.stdout, /^\d+\.\d+\.\d+/);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
+    const app = await scratchApp('app', APP);
+    for (const peer of ['ioredis', 'pg', 'mysql2', 'cassandra-driver', 'etcd3', 'node-zookeeper-client', 'prom-client']) {
+      assert.equal(existsSync(join(app, 'node_modules', peer)), false, `optional peer ${peer} was not installed`);
     }
+    const installed = join(app, 'node_modules/locksmith-dlm');
+    assert.equal(existsSync(join(installed, 'dist/index.js.map')), false, 'no source maps to unshipped sources');
+    const manifest = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as { files: string[] };
+    for (const entry of manifest.files) assert.ok(existsSync(join(installed, entry)), `package.json "files" lists ${entry}, and it ships`);
+    await typecheck(app);
+    const { stdout } = await run(process.execPath, [join(app, 'out/index.js')], { cwd: app });
+    const result = JSON.parse(stdout) as { ok: boolean; lock: { token: string; lockId: string } };
+    assert.equal(result.ok, true);
+    assert.equal(result.lock.lockId, 'account:42');
+    assert.match(result.lock.token, /^\d+$/);
+    const cjs = await run(process.execPath, ['-e', "const l = require('locksmith-dlm'); console.log(typeof l.createLocker)"], {
+      cwd: app,
+    });
+    assert.equal(cjs.stdout.trim(), 'function', 'require() of the ESM build works');
+    const cli = await run(join(app, 'node_modules/.bin/locksmith'), ['--version'], { cwd: app });
+    assert.match(cli.stdout, /^\d+\.\d+\.\d+/);
   },
 );
+
+for (const [major, installed] of [
+  ['5', 'ioredis5'],
+  ['6', 'ioredis'],
+] as const) {
+  test(`locksmith-dlm/redis type-checks and loads with a user's ioredis ${major} in a strict app`, { timeout: 600_000 }, async () => {
+    const app = await scratchApp(`redis-${major}`, REDIS_APP);
+    await symlink(join(root, 'node_modules', installed), join(app, 'node_modules/ioredis'), 'dir');
+    await typecheck(app);
+    const { stdout } = await run(process.execPath, [join(app, 'out/index.js')], { cwd: app });
+    assert.equal(stdout.trim().split('.')[0], major, `the app ran on ioredis ${stdout.trim()}`);
+  });
+}

@@ -1,11 +1,12 @@
 /**
- * `redis://[user:pass@]host:port[/db][?prefix=…&commandTimeoutMs=…]` and `rediss://…` (TLS) —
- * locks on one Redis through ioredis. See docs/backends/redis.md.
+ * `redis://[user:pass@]host:port[/db][?prefix=…&commandTimeoutMs=…]`, `rediss://…` (TLS) and
+ * `redis-sentinel://…` (sentinel.ts) — locks on one Redis through ioredis. See docs/backends/redis.md.
  *
  * `createLocker('redis://…')` reaches this module lazily; to use your own ioredis client
  * (a `Cluster` too: every key of one lock shares a `{hash tag}`), pass
  * `new RedisBackend(client)` to `createLocker`.
  */
+import { isIP } from 'node:net';
 import { Redis, type RedisOptions } from 'ioredis';
 import {
   InvalidArgumentError,
@@ -19,6 +20,7 @@ import {
   type ConnectOptions,
 } from '../kit.js';
 import { RedisBackend, type RedisBackendOptions } from './backend.js';
+import { SENTINEL_PROTOCOL, sentinelOptions } from './sentinel.js';
 
 export { RedisBackend, REDIS_CAPABILITIES } from './backend.js';
 export type { RedisBackendOptions, RedisClientLike, RedisGrantData, RedisTicket } from './backend.js';
@@ -26,6 +28,7 @@ export { RedisCommands, type RedisCommandClient, type RedisCommandsOptions } fro
 export type { RedisSubscriberClient } from './inbox.js';
 export { ALL_SCRIPTS, type LuaScript } from './scripts.js';
 export { keyBase, lockKeys, type LockKeys } from './keys.js';
+export { sentinelOptions } from './sentinel.js';
 
 /** The URL parameters the Redis backend understands. */
 const PARAMETERS = ['prefix', 'commandTimeoutMs', 'healthCheckMs'] as const;
@@ -59,7 +62,8 @@ export function redisOptions(url: URL, options: ConnectOptions = {}): RedisUrlOp
       db,
       ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
       ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
-      ...(url.protocol === 'rediss:' ? { tls: { servername: host } } : {}),
+      // SNI takes a host name only (an IP there is deprecated, DEP0123).
+      ...(url.protocol === 'rediss:' ? { tls: isIP(host) === 0 ? { servername: host } : {} } : {}),
       lazyConnect: true,
       connectTimeout: Math.min(connectTimeoutMs, 10_000),
       // A command issued while Redis is away fails after one reconnect attempt instead of
@@ -86,7 +90,7 @@ export function redisOptions(url: URL, options: ConnectOptions = {}): RedisUrlOp
  * `options.connectTimeoutMs` (default 10 000 ms), or with `options.signal`'s reason.
  */
 export async function createBackend(url: URL, options: ConnectOptions = {}): Promise<Backend> {
-  const parsed = redisOptions(url, options);
+  const parsed = url.protocol === SENTINEL_PROTOCOL ? sentinelOptions(url, (u) => redisOptions(u, options)) : redisOptions(url, options);
   const client = new Redis(parsed.client);
   // The first failure of the handshake is the cause worth reporting: ioredis answers the
   // pending connect() with a bare "Connection is closed." once it gives up.
@@ -98,17 +102,21 @@ export async function createBackend(url: URL, options: ConnectOptions = {}): Pro
     await withDeadline(checkedConnect(client, parsed.db), {
       timeoutMs: options.connectTimeoutMs ?? 10_000,
       ...(options.signal ? { signal: options.signal } : {}),
-      onTimeout: () =>
-        new BackendUnavailableError('redis', `no connection to ${redact(url)} within ${options.connectTimeoutMs ?? 10_000} ms`),
+      onTimeout: () => new ConnectTimeout(`no connection within ${options.connectTimeoutMs ?? 10_000} ms`, { cause: firstError }),
     });
   } catch (err) {
     client.disconnect(false);
     if (options.signal?.aborted && err === options.signal.reason) throw err;
-    const cause = firstError !== undefined && !(err instanceof BackendUnavailableError) ? firstError : err;
+    // A timeout names what went wrong meanwhile (a refused Sentinel, an unknown master).
+    const cause =
+      firstError !== undefined && !(err instanceof BackendUnavailableError) ? (err instanceof ConnectTimeout ? err : firstError) : err;
     throw unavailable('redis', `connect to ${redact(url)}`, cause, { secrets: secretsOf(url), context: { url: redact(url) } });
   }
   return new RedisBackend(client, parsed.backend);
 }
+
+/** Our own connect deadline passed; its `cause` is the first error ioredis reported meanwhile. */
+class ConnectTimeout extends Error {}
 
 /**
  * Connect, then select the database again: ioredis swallows a failed SELECT in its handshake
