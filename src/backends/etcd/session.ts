@@ -1,0 +1,213 @@
+/**
+ * The lease of one backend: granted once, kept alive at a third of its ttl over one
+ * keep-alive stream, and declared lost BEFORE the server can expire it (docs/backends/etcd.md,
+ * "When is the lease lost?").
+ *
+ * The server renews a lease when a keep-alive reaches it: it then expires no earlier than
+ * `TTL` after that moment, which is after we sent it. So the last keep-alive the server
+ * answered bounds the lease from below: it lives at least until `sentAt + TTL` on our
+ * monotonic clock (less a clock-rate allowance). Every hold vouches only for time inside
+ * that bound, and when it comes close without a newer answer, every hold on the lease is
+ * told it is lost (`session`) while the server may still keep the keys a little longer.
+ */
+import { performance } from 'node:perf_hooks';
+import { lossGuardMs } from '../../lease.js';
+import type { EtcdClient, KeepAliveStream } from './client.js';
+
+const now = (): number => performance.now();
+
+/** Why a lease ended. */
+export type LeaseEnd = 'expired' | 'revoked' | 'closed';
+
+/** The clock-rate allowance taken off every lease bound (Redlock's drift factor, 1%). */
+const DRIFT = 0.01;
+
+/** One etcd lease and its keep-alive loop. */
+export class LeaseSession {
+  /** The lease id as etcd prints it (decimal). */
+  readonly id: string;
+  /** The lease id as Go's `concurrency.Mutex` writes it in keys (`%x`). */
+  readonly hex: string;
+  /** The ttl the server granted (ms; etcd rounds up to seconds and to its minimum). */
+  readonly ttlMs: number;
+  readonly #client: EtcdClient;
+  /** The server keeps the lease at least until this moment (monotonic ms). */
+  #bound: number;
+  #ended: LeaseEnd | undefined;
+  readonly #listeners = new Set<(why: LeaseEnd) => void>();
+  #stream: KeepAliveStream | undefined;
+  /** Send times of the keep-alives on the current stream not answered yet, oldest first. */
+  #sent: number[] = [];
+  #tick: NodeJS.Timeout | undefined;
+  #lossTimer: NodeJS.Timeout | undefined;
+  /** Keep-alives the server answered (tests and benchmarks). */
+  renewals = 0;
+
+  private constructor(client: EtcdClient, id: string, ttlMs: number, sentAt: number) {
+    this.#client = client;
+    this.id = id;
+    this.hex = BigInt(id).toString(16);
+    this.ttlMs = ttlMs;
+    this.#bound = sentAt + ttlMs;
+  }
+
+  /** Grant a lease of `ttlMs` (rounded up to whole seconds) and start keeping it alive. */
+  static async grant(client: EtcdClient, ttlMs: number, signal?: AbortSignal): Promise<LeaseSession> {
+    const sentAt = now();
+    const res = await client.leaseGrant(Math.max(1, Math.ceil(ttlMs / 1_000)), signal);
+    const s = new LeaseSession(client, res.ID, Number(res.TTL) * 1_000, sentAt);
+    s.#armLoss();
+    s.#tick = setInterval(() => s.#keepAlive(), Math.max(100, s.ttlMs / 3));
+    s.#tick.unref();
+    s.#keepAlive();
+    return s;
+  }
+
+  /** True until the lease is lost, revoked or closed. */
+  get alive(): boolean {
+    return this.#ended === undefined;
+  }
+
+  /** How the lease ended, once it did. */
+  get ended(): LeaseEnd | undefined {
+    return this.#ended;
+  }
+
+  /**
+   * The moment (monotonic ms) up to which the server certainly keeps the lease, less the
+   * clock-rate allowance: a hold vouches for nothing beyond it.
+   */
+  get deadline(): number {
+    return this.#bound - (this.ttlMs * DRIFT + 2);
+  }
+
+  /** Be told once when the lease ends. Returns the unsubscribe function. */
+  onEnd(listener: (why: LeaseEnd) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** The loss is signalled a guard before the deadline, as the core does for a lock. */
+  #armLoss(): void {
+    clearTimeout(this.#lossTimer);
+    const at = this.deadline - lossGuardMs(this.ttlMs);
+    this.#lossTimer = setTimeout(() => this.#end('expired'), Math.max(0, at - now()));
+    this.#lossTimer.unref();
+  }
+
+  #keepAlive(): void {
+    if (!this.alive) return;
+    const oldest = this.#sent[0];
+    // A stream whose answers stopped (a silent server, a cut route) is replaced: gRPC may
+    // take minutes to notice a dead TCP connection.
+    if (oldest !== undefined && now() - oldest > Math.max(300, this.ttlMs / 3)) this.#reset();
+    const stream = this.#stream;
+    if (!stream) {
+      this.#open();
+      return;
+    }
+    this.#sent.push(now());
+    try {
+      stream.write({ ID: this.id });
+    } catch {
+      this.#reset();
+    }
+  }
+
+  #opening = false;
+  #open(): void {
+    if (this.#opening || !this.alive) return;
+    this.#opening = true;
+    this.#client.keepAliveStream().then(
+      (stream) => {
+        this.#opening = false;
+        if (!this.alive) {
+          stream.end();
+          return;
+        }
+        this.#stream = stream;
+        this.#sent = [];
+        stream.on('data', (res: { TTL: string }) => this.#answered(stream, Number(res.TTL)));
+        stream.on('error', () => this.#lost(stream));
+        stream.on('end', () => this.#lost(stream));
+        this.#keepAlive();
+      },
+      () => {
+        this.#opening = false;
+        this.#soon();
+      },
+    );
+  }
+
+  #answered(stream: KeepAliveStream, ttlSeconds: number): void {
+    if (stream !== this.#stream || !this.alive) return;
+    const sentAt = this.#sent.shift();
+    if (ttlSeconds <= 0) {
+      // The server no longer knows the lease: it expired or was revoked.
+      this.#end('expired');
+      return;
+    }
+    if (sentAt === undefined) return;
+    this.renewals += 1;
+    this.#bound = Math.max(this.#bound, sentAt + ttlSeconds * 1_000);
+    this.#armLoss();
+  }
+
+  #lost(stream: KeepAliveStream): void {
+    if (stream !== this.#stream) return;
+    this.#reset();
+    this.#soon();
+  }
+
+  /** Try again shortly: a stream that broke must not wait for the next tick (a third of the ttl). */
+  #soon(): void {
+    if (!this.alive) return;
+    const t = setTimeout(() => this.#keepAlive(), 100);
+    t.unref();
+  }
+
+  #reset(): void {
+    const stream = this.#stream;
+    this.#stream = undefined;
+    this.#sent = [];
+    if (stream) {
+      try {
+        stream.cancel();
+      } catch {
+        /* already closed */
+      }
+    }
+  }
+
+  #end(why: LeaseEnd): void {
+    if (this.#ended) return;
+    this.#ended = why;
+    clearInterval(this.#tick);
+    clearTimeout(this.#lossTimer);
+    this.#reset();
+    for (const l of [...this.#listeners]) {
+      try {
+        l(why);
+      } catch {
+        /* a listener must not break the others */
+      }
+    }
+    this.#listeners.clear();
+  }
+
+  /**
+   * Stop keeping the lease alive. With `revoke`, ask the server to drop it (its keys go at
+   * once); without, they go when the server expires it (a crash, `abandon`). A lease
+   * declared lost is revoked too, best effort, so its keys stop blocking waiters as soon as
+   * the server is reachable again.
+   */
+  async close(revoke: boolean): Promise<void> {
+    this.#end(revoke ? 'revoked' : 'closed');
+    if (revoke) await this.#client.leaseRevoke(this.id).catch(() => undefined);
+  }
+
+  /** Revoke a lease we declared lost, in the background (its keys may still block others). */
+  revokeLost(): void {
+    void this.#client.leaseRevoke(this.id).catch(() => undefined);
+  }
+}
