@@ -12,7 +12,7 @@ import { spawn } from 'node:child_process';
 import { cpus } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createLocker, type Locker } from '../src/index.js';
+import { createLocker } from '../src/index.js';
 import { createEtcdBackend, type EtcdBackend } from '../src/backends/etcd/index.js';
 import { createZooKeeperBackend, type ZooKeeperBackend } from '../src/backends/zookeeper/index.js';
 import { benchHandoff, benchHot, benchUncontended, type HotResult, type LockerFactory } from '../src/bench/matrix.js';
