@@ -37,7 +37,7 @@ export interface EtcdBackendOptions {
   readonly prefix?: string;
   /** The backend's lease ttl (ms, rounded up to whole seconds by etcd). Default 10 000. */
   readonly leaseTtlMs?: number;
-  /** Bound on one request before `BackendUnavailableError`. Default 5 000. */
+  /** Bound on one request before `BackendUnavailableError`. Default a third of the lease ttl, at least 2 000. */
   readonly operationTimeoutMs?: number;
   readonly username?: string;
   readonly password?: string;
@@ -88,7 +88,8 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     this.#leaseTtlMs = opts.leaseTtlMs ?? 10_000;
     this.client = new EtcdClient({
       hosts: opts.hosts,
-      operationTimeoutMs: opts.operationTimeoutMs ?? 5_000,
+      // A request stuck on a silent member must end in time to retry elsewhere within the lease.
+      operationTimeoutMs: opts.operationTimeoutMs ?? Math.max(2_000, Math.ceil(this.#leaseTtlMs / 3)),
       ...(opts.username !== undefined ? { username: opts.username, password: opts.password ?? '' } : {}),
     });
   }

@@ -3,6 +3,9 @@
  * keep-alive stream, and declared lost BEFORE the server can expire it (docs/backends/etcd.md,
  * "When is the lease lost?").
  *
+ * A keep-alive unanswered for a sixth of the ttl has its stream replaced (the pool picks a
+ * member again).
+ *
  * The server renews a lease when a keep-alive reaches it: it then expires no earlier than
  * `TTL` after that moment, which is after we sent it. So the last keep-alive the server
  * answered bounds the lease from below: it lives at least until `sentAt + TTL` on our
@@ -57,7 +60,8 @@ export class LeaseSession {
     const res = await client.leaseGrant(Math.max(1, Math.ceil(ttlMs / 1_000)), signal);
     const s = new LeaseSession(client, res.ID, Number(res.TTL) * 1_000, sentAt);
     s.#armLoss();
-    s.#tick = setInterval(() => s.#keepAlive(), Math.max(100, s.ttlMs / 3));
+    // The tick runs four times per keep-alive period, so a stalled stream is noticed early.
+    s.#tick = setInterval(() => s.#onTick(), Math.max(50, s.ttlMs / 12));
     s.#tick.unref();
     s.#keepAlive();
     return s;
@@ -95,18 +99,29 @@ export class LeaseSession {
     this.#lossTimer.unref();
   }
 
+  /** Send a keep-alive every third of the ttl; replace a stream whose answers stopped. */
+  #onTick(): void {
+    const oldest = this.#sent[0];
+    // A silent server or a cut route: gRPC may take minutes to notice a dead TCP connection.
+    if (oldest !== undefined && now() - oldest > Math.max(250, this.ttlMs / 6)) {
+      this.#reset();
+      this.#keepAlive();
+      return;
+    }
+    if (!this.#stream || now() - this.#lastSend >= this.ttlMs / 3) this.#keepAlive();
+  }
+
+  #lastSend = Number.NEGATIVE_INFINITY;
+
   #keepAlive(): void {
     if (!this.alive) return;
-    const oldest = this.#sent[0];
-    // A stream whose answers stopped (a silent server, a cut route) is replaced: gRPC may
-    // take minutes to notice a dead TCP connection.
-    if (oldest !== undefined && now() - oldest > Math.max(300, this.ttlMs / 3)) this.#reset();
     const stream = this.#stream;
     if (!stream) {
       this.#open();
       return;
     }
     this.#sent.push(now());
+    this.#lastSend = now();
     try {
       stream.write({ ID: this.id });
     } catch {
