@@ -42,6 +42,16 @@ function extensions(locker: Locker, lock: Lock, n: number): Promise<void> {
   });
 }
 
+/** Wait for `work`, failing at once if `lock` is lost meanwhile (instead of at the test timeout). */
+function unlessLost<R>(lock: Lock, work: Promise<R>): Promise<R> {
+  return new Promise<R>((resolve, reject) => {
+    const onAbort = (): void => reject(new Error('the holder lost its lock', { cause: lock.signal.reason }));
+    if (lock.signal.aborted) onAbort();
+    lock.signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => lock.signal.removeEventListener('abort', onAbort));
+  });
+}
+
 /** Hold a lock across the loss of `victim`: the holder sees nothing, others are excluded, new locks work. */
 async function holdAcross(victim: () => Promise<ServerNode>): Promise<void> {
   const holderClient = client();
@@ -53,7 +63,7 @@ async function holdAcross(victim: () => Promise<ServerNode>): Promise<void> {
   const node = await victim();
   await node.kill();
   try {
-    await extensions(holderClient, lock, 3);
+    await unlessLost(lock, extensions(holderClient, lock, 3));
     assert.equal(lock.signal.aborted, false, 'the holder never heard of a loss');
     assert.equal(backend.lease, lease, 'the same lease throughout');
     const other = client();
@@ -113,5 +123,32 @@ describe('a client cut off from the cluster', () => {
     } finally {
       for (const p of proxies) await p.close();
     }
+  });
+});
+
+describe('a member that stops answering', () => {
+  test('SIGSTOP of the member carrying the keep-alive changes nothing for the holder', T, async () => {
+    const holderClient = client(server.url, 5_000);
+    const lock = await holderClient.lock(id('pause'));
+    const backend = await holderClient.backend();
+    assert.ok(backend instanceof EtcdBackend);
+    const lease = backend.lease;
+    assert.ok(lease);
+    const node = server.nodes[lease.member];
+    assert.ok(node, 'the URL lists the members in the harness order');
+    const renewals = lease.renewals;
+    node.pause();
+    try {
+      // Hold across more than a whole lease ttl of silence from that member.
+      await unlessLost(lock, extensions(holderClient, lock, 4));
+      await eventually('more keep-alives answered than one ttl needs', () => lease.renewals >= renewals + 4, 30_000, 50);
+      assert.equal(lock.signal.aborted, false, 'the holder never heard of a loss');
+      assert.equal(backend.lease, lease, 'the same lease throughout');
+      assert.notEqual(server.nodes[lease.member], node, 'the keep-alive moved to another member');
+    } finally {
+      node.resume();
+    }
+    await lock.release();
+    await eventually('the resumed member to be healthy', () => server.healthy(node), 60_000, 200);
   });
 });

@@ -319,7 +319,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
       throw new LockLostError(grant.lockId, 'session', { context });
     }
     const start = now();
-    const res = await this.client.txn('extend', { compare: [createdAt(key, rev)], success: [], failure: [] });
+    const res = await this.client.txnVia(s.member, 'extend', { compare: [createdAt(key, rev)], success: [], failure: [] });
     if (!res.succeeded) {
       this.#held.drop(grant.data);
       this.#keys.delete(key);

@@ -35,18 +35,32 @@ export class EtcdClient {
   readonly raw: Etcd3;
   readonly #timeoutMs: number;
   readonly #secrets: string[];
+  readonly #make: (hosts: string[]) => Etcd3;
+  readonly #hosts: string[];
+  /** One client per member for the keep-alive stream, made on first use (see keepAliveStream). */
+  readonly #single = new Map<number, Etcd3>();
 
   constructor(opts: EtcdClientOptions) {
     this.#timeoutMs = opts.operationTimeoutMs;
     this.#secrets = opts.password ? [opts.password] : [];
-    const timeout = opts.operationTimeoutMs;
-    this.raw = new Etcd3({
-      hosts: opts.hosts.map((h) => `${h.host.includes(':') ? `[${h.host}]` : h.host}:${h.port}`),
-      // Unary calls get a deadline (a silent server must not hold a call forever); the
-      // keep-alive and watch streams live on, watched by their owners.
-      defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + timeout }),
-      ...(opts.username !== undefined ? { auth: { username: opts.username, password: opts.password ?? '' } } : {}),
-    });
+    // Each attempt gets a third of the bound: a member that does not answer (paused, cut off)
+    // costs one attempt, and the pool's retry goes to the next member within the bound.
+    const attemptMs = Math.max(500, Math.floor(opts.operationTimeoutMs / 3));
+    this.#hosts = opts.hosts.map((h) => `${h.host.includes(':') ? `[${h.host}]` : h.host}:${h.port}`);
+    this.#make = (hosts) =>
+      new Etcd3({
+        hosts,
+        // Unary calls get a deadline per attempt (a silent member must not hold a call
+        // forever); the keep-alive and watch streams live on, watched by their owners.
+        defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + attemptMs }),
+        ...(opts.username !== undefined ? { auth: { username: opts.username, password: opts.password ?? '' } } : {}),
+      });
+    this.raw = this.#make(this.#hosts);
+  }
+
+  /** How many members the URL names. */
+  get size(): number {
+    return this.#hosts.length;
   }
 
   /** One call, bounded; any failure becomes a BackendUnavailableError naming the cause. */
@@ -92,12 +106,44 @@ export class EtcdClient {
     await this.call('lease revoke', () => this.raw.leaseClient.leaseRevoke({ ID: id }));
   }
 
-  keepAliveStream(): Promise<KeepAliveStream> {
-    return this.call('lease keep-alive', () => this.raw.leaseClient.leaseKeepAlive());
+  /**
+   * A keep-alive stream to member `index` (modulo the host list). The lease picks the member
+   * itself and moves to the next one when a stream stalls: the pool would pick at random,
+   * possibly the same silent member again.
+   */
+  keepAliveStream(index: number): Promise<KeepAliveStream> {
+    const client = this.#member(index);
+    return this.call('lease keep-alive', () => client.leaseClient.leaseKeepAlive());
+  }
+
+  /**
+   * A read-only transaction sent first to member `index` (the one whose keep-alive answered
+   * last, so likely alive), then, if that fails, through the pool: a holder's check must not
+   * spend its validity on a member that stopped answering.
+   */
+  async txnVia(index: number, what: string, req: ITxnRequest): Promise<ITxnResponse> {
+    const client = this.#member(index);
+    try {
+      return await this.call(what, () => client.kv.txn(req));
+    } catch {
+      return this.txn(what, req);
+    }
+  }
+
+  #member(index: number): Etcd3 {
+    const i = index % this.#hosts.length;
+    let single = this.#single.get(i);
+    if (!single) {
+      single = this.#make([this.#hosts[i] ?? '']);
+      this.#single.set(i, single);
+    }
+    return single;
   }
 
   close(): void {
     this.raw.close();
+    for (const c of this.#single.values()) c.close();
+    this.#single.clear();
   }
 }
 

@@ -1,10 +1,10 @@
 /**
- * The lease of one backend: granted once, kept alive at a third of its ttl over one
- * keep-alive stream, and declared lost BEFORE the server can expire it (docs/backends/etcd.md,
- * "When is the lease lost?").
+ * The lease of one backend: granted once, kept alive every sixth of its ttl (twice the Go
+ * client's rate) over one keep-alive stream, and declared lost BEFORE the server can expire
+ * it (docs/backends/etcd.md, "When is the lease lost?").
  *
- * A keep-alive unanswered for a sixth of the ttl has its stream replaced (the pool picks a
- * member again).
+ * A keep-alive unanswered for a sixth of the ttl has its stream replaced, on the next member
+ * of the URL's list: a member that stopped answering is left behind deterministically.
  *
  * The server renews a lease when a keep-alive reaches it: it then expires no earlier than
  * `TTL` after that moment, which is after we sent it. So the last keep-alive the server
@@ -60,11 +60,16 @@ export class LeaseSession {
     const res = await client.leaseGrant(Math.max(1, Math.ceil(ttlMs / 1_000)), signal);
     const s = new LeaseSession(client, res.ID, Number(res.TTL) * 1_000, sentAt);
     s.#armLoss();
-    // The tick runs four times per keep-alive period, so a stalled stream is noticed early.
+    // The tick runs twice per keep-alive period, so a stalled stream is noticed early.
     s.#tick = setInterval(() => s.#onTick(), Math.max(50, s.ttlMs / 12));
     s.#tick.unref();
     s.#keepAlive();
     return s;
+  }
+
+  /** The index (in the URL's host list) of the member the keep-alive stream goes to now. */
+  get member(): number {
+    return this.#member % this.#client.size;
   }
 
   /** True until the lease is lost, revoked or closed. */
@@ -99,7 +104,10 @@ export class LeaseSession {
     this.#lossTimer.unref();
   }
 
-  /** Send a keep-alive every third of the ttl; replace a stream whose answers stopped. */
+  /**
+   * Send a keep-alive every sixth of the ttl (twice the Go client's rate: a member that went
+   * silent is noticed sooner); replace a stream whose answers stopped.
+   */
   #onTick(): void {
     const oldest = this.#sent[0];
     // A silent server or a cut route: gRPC may take minutes to notice a dead TCP connection.
@@ -108,7 +116,7 @@ export class LeaseSession {
       this.#keepAlive();
       return;
     }
-    if (!this.#stream || now() - this.#lastSend >= this.ttlMs / 3) this.#keepAlive();
+    if (!this.#stream || now() - this.#lastSend >= this.ttlMs / 6) this.#keepAlive();
   }
 
   #lastSend = Number.NEGATIVE_INFINITY;
@@ -130,10 +138,12 @@ export class LeaseSession {
   }
 
   #opening = false;
+  /** The member the keep-alive stream goes to (an index into the URL's host list). */
+  #member = Math.floor(Math.random() * 1_000);
   #open(): void {
     if (this.#opening || !this.alive) return;
     this.#opening = true;
-    this.#client.keepAliveStream().then(
+    this.#client.keepAliveStream(this.#member).then(
       (stream) => {
         this.#opening = false;
         if (!this.alive) {
@@ -149,6 +159,7 @@ export class LeaseSession {
       },
       () => {
         this.#opening = false;
+        this.#member = (this.#member + 1) % this.#client.size;
         this.#soon();
       },
     );
@@ -184,6 +195,8 @@ export class LeaseSession {
   #reset(): void {
     const stream = this.#stream;
     this.#stream = undefined;
+    // The next stream goes to the next member: this one failed or went silent.
+    this.#member = (this.#member + 1) % this.#client.size;
     this.#sent = [];
     if (stream) {
       try {
