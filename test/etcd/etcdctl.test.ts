@@ -123,6 +123,34 @@ describe('revision guards', () => {
     }
   });
 
+  test('a waiter whose key vanished is not granted on it: it queues again with a new key', T, async () => {
+    const a = createEtcdBackend(`${server.url}?prefix=guard/`);
+    const b = createEtcdBackend(`${server.url}?prefix=guard/`);
+    try {
+      const lockId = id('vanished');
+      const held = await a.tryAcquire(seamRequest(lockId, 'a'));
+      assert.ok(held.granted);
+      const waiting = await b.tryAcquire(seamRequest(lockId, 'b'));
+      assert.equal(waiting.granted, false);
+      const ticket = waiting.granted ? undefined : waiting.contended.ticket;
+      assert.ok(ticket?.rev !== undefined);
+      const oldRev = ticket.rev;
+      await a.client.raw.delete().key(ticket.key);
+      await a.release(held.grant);
+      const again = await b.tryAcquire(seamRequest(lockId, 'b', { ticket }));
+      assert.ok(again.granted);
+      assert.ok(again.grant.token > oldRev, 'granted on a new key, not on the vanished one');
+      assert.deepEqual(
+        (await a.inspect(lockId)).holders.map((h) => h.token),
+        [again.grant.token],
+        'the granted key exists',
+      );
+      await b.release(again.grant);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
   test('two acquisitions on one lease get distinct keys and exclude each other', T, async () => {
     const backend = createEtcdBackend(`${server.url}?prefix=guard/`);
     try {
