@@ -128,7 +128,7 @@ describe('a client cut off from the cluster', () => {
 
 describe('a member that stops answering', () => {
   test('SIGSTOP of the member carrying the keep-alive changes nothing for the holder', T, async () => {
-    const holderClient = client(server.url, 5_000);
+    const holderClient = client(server.url, 8_000);
     const lock = await holderClient.lock(id('pause'));
     const backend = await holderClient.backend();
     assert.ok(backend instanceof EtcdBackend);
@@ -140,8 +140,8 @@ describe('a member that stops answering', () => {
     node.pause();
     try {
       // Hold across more than a whole lease ttl of silence from that member.
-      await unlessLost(lock, extensions(holderClient, lock, 4));
-      await eventually('more keep-alives answered than one ttl needs', () => lease.renewals >= renewals + 4, 30_000, 50);
+      await unlessLost(lock, extensions(holderClient, lock, 5));
+      await eventually('more keep-alives answered than one ttl needs', () => lease.renewals >= renewals + 6, 30_000, 50);
       assert.equal(lock.signal.aborted, false, 'the holder never heard of a loss');
       assert.equal(backend.lease, lease, 'the same lease throughout');
       assert.notEqual(server.nodes[lease.member], node, 'the keep-alive moved to another member');
