@@ -8,10 +8,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createLocker } from '../../src/index.js';
+import { createLocker, LockLostError } from '../../src/index.js';
 import { createEtcdBackend, type EtcdBackend } from '../../src/backends/etcd/index.js';
 import { startEtcd } from '../../scripts/servers/etcd.js';
-import { seamRequest, useServer } from '../helpers.js';
+import { lossOf, seamRequest, useServer } from '../helpers.js';
 
 const T = { timeout: 60_000 };
 const server = await useServer(() => startEtcd());
@@ -92,6 +92,27 @@ describe('etcdctl lock and locksmith exclude each other', () => {
       const again = await locker.tryLock(name, { waitMs: 10_000 });
       assert.ok(again && again.token > lock.token);
       await again.release();
+    } finally {
+      await locker.close();
+    }
+  });
+});
+
+describe('a key deleted under its holder', () => {
+  test('etcdctl del of the held key aborts the signal with not-held at once, not at the next extend', { timeout: 30_000 }, async () => {
+    const name = id('del');
+    const locker = createLocker(server.url, { autoExtend: false, ttlMs: 120_000 });
+    try {
+      const lock = await locker.lock(name);
+      const lost = lossOf(lock);
+      const del = spawn('etcdctl', [`--endpoints=${server.endpoints}`, 'del', '--prefix', `${name}/`], { stdio: 'ignore' });
+      assert.equal(await new Promise((resolve) => del.once('exit', resolve)), 0);
+      const reason = await lost;
+      assert.ok(reason instanceof LockLostError);
+      assert.equal(reason.reason, 'not-held');
+      const next = await locker.tryLock(name);
+      assert.ok(next && next.token > lock.token, 'the lock is free for others');
+      await next.release();
     } finally {
       await locker.close();
     }

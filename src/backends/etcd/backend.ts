@@ -237,7 +237,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
   ): Promise<AcquireResult<EtcdTicket, EtcdGrantData>> {
     const rev = t.rev ?? 0n;
     const d = decide(req.kind, req.permits, rev, holders(listing.entries), t.prefix);
-    if (d.held) return { granted: true, grant: this.#grant(req, t, rev, start) };
+    if (d.held) return { granted: true, grant: this.#grant(req, t, rev, start, listing.revision) };
     if (!req.wait) {
       await this.#dropTicket(t);
       return { granted: false, contended: { ticket: undefined } };
@@ -248,7 +248,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
   }
 
   /** Turn the ticket's key into a hold: it vouches only for time the lease is sure to last. */
-  #grant(req: AcquireRequest<EtcdTicket>, t: EtcdTicket, rev: bigint, start: number): Grant<EtcdGrantData> {
+  #grant(req: AcquireRequest<EtcdTicket>, t: EtcdTicket, rev: bigint, start: number, seenAt: bigint): Grant<EtcdGrantData> {
     const ttlMs = Math.min(req.ttlMs, t.session.deadline - start);
     const grant: Grant<EtcdGrantData> = {
       lockId: req.lockId,
@@ -259,11 +259,29 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
       reentered: false,
       data: { session: t.session, key: t.key, rev },
     };
-    this.#held.add(grant, req.onLost, Math.max(0, ttlMs));
+    const held = this.#held.add(grant, req.onLost, Math.max(0, ttlMs));
+    held.unwatch = this.#watchHeld(grant.data, seenAt);
     // The ticket no longer owns the key: a late cancel must not delete a held lock.
     t.rev = undefined;
     t.watch = undefined;
     return grant;
+  }
+
+  /**
+   * Watch our held key from the revision after the listing that granted it: a deletion by
+   * anyone but us (an operator's `etcdctl del`) is a loss, told at once rather than at the
+   * next extend. Our own deletions drop the hold first, so they are not reported.
+   */
+  #watchHeld(data: EtcdGrantData, seenAt: bigint): () => void {
+    const watcher = this.client.raw
+      .watch()
+      .key(data.key)
+      .startRevision((seenAt + 1n).toString())
+      .only('delete')
+      .watcher();
+    watcher.on('error', () => undefined);
+    watcher.on('delete', () => this.#held.gone(data));
+    return () => void watcher.cancel().catch(() => undefined);
   }
 
   /** Delete the ticket's key: by revision when known, else only if it still has our value. */

@@ -15,6 +15,8 @@ export interface Held {
   readonly grant: Grant<EtcdGrantData>;
   readonly onLost: AcquireRequest['onLost'];
   timer: NodeJS.Timeout | undefined;
+  /** Stops the watch on our key (set by the backend once the watch is placed). */
+  unwatch: (() => void) | undefined;
 }
 
 /** The holds of one backend, by grant data. */
@@ -29,7 +31,7 @@ export class HeldTable {
 
   /** Start tracking `grant`, with a ttl of `ttlMs` from now. */
   add(grant: Grant<EtcdGrantData>, onLost: AcquireRequest['onLost'], ttlMs: number): Held {
-    const held: Held = { grant, onLost, timer: undefined };
+    const held: Held = { grant, onLost, timer: undefined, unwatch: undefined };
     this.#held.set(grant.data, held);
     this.arm(held, ttlMs);
     return held;
@@ -57,6 +59,7 @@ export class HeldTable {
     const h = this.#held.get(data);
     if (!h) return false;
     clearTimeout(h.timer);
+    h.unwatch?.();
     this.#held.delete(data);
     return true;
   }
@@ -79,7 +82,10 @@ export class HeldTable {
 
   /** Forget every hold (close, abandon): nobody is told. */
   clear(): void {
-    for (const h of this.#held.values()) clearTimeout(h.timer);
+    for (const h of this.#held.values()) {
+      clearTimeout(h.timer);
+      h.unwatch?.();
+    }
     this.#held.clear();
   }
 }
