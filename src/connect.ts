@@ -21,6 +21,7 @@ const engines: Readonly<Record<string, Engine>> = {
   'redis-sentinel:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
   'zookeeper:': { load: () => import('./backends/zookeeper/index.js'), driver: 'node-zookeeper-client' },
   'cassandra:': { load: () => import('./backends/cassandra/index.js'), driver: 'cassandra-driver' },
+  'etcd:': { load: () => import('./backends/etcd/index.js'), driver: 'etcd3' },
 };
 
 /** How long the core's connect bound waits past `connectTimeoutMs` for the factory's own. */

@@ -1,6 +1,6 @@
 /** Helpers shared by every test file (one copy: conformance, engine tests, fault tests). */
 import { after } from 'node:test';
-import { createServer, type Server, type Socket } from 'node:net';
+import { connect as netConnect, createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Lock, Locker } from '../src/index.js';
 import type { AcquireRequest } from '../src/backend.js';
@@ -118,5 +118,63 @@ export function seamRequest<T = unknown>(lockId: string, ownerId: string, over: 
     signal: new AbortController().signal,
     onLost: () => undefined,
     ...over,
+  };
+}
+
+/** A TCP forwarder to one server that a test can cut off (a partition) and heal. */
+export interface FaultProxy {
+  readonly port: number;
+  /**
+   * Partition: every byte in either direction is dropped from now on and new connections
+   * are accepted but never forwarded. Nothing is closed, so no side hears of it (no RST).
+   */
+  cut(): void;
+  /** End the partition: frozen connections are closed, new ones are forwarded again. */
+  heal(): void;
+  close(): Promise<void>;
+}
+
+/** Start a {@link FaultProxy} on loopback in front of `targetPort`. */
+export async function faultProxy(targetPort: number, targetHost = '127.0.0.1'): Promise<FaultProxy> {
+  let cut = false;
+  const sockets = new Set<Socket>();
+  const track = (s: Socket): void => {
+    sockets.add(s);
+    s.on('error', () => undefined);
+    s.on('close', () => sockets.delete(s));
+  };
+  const server: Server = createServer((downstream) => {
+    track(downstream);
+    if (cut) return;
+    const upstream = netConnect({ host: targetHost, port: targetPort });
+    track(upstream);
+    const forward = (from: Socket, to: Socket): void => {
+      from.on('data', (chunk: Buffer) => {
+        if (!cut) to.write(chunk);
+      });
+      from.on('close', () => {
+        if (!cut) to.destroy();
+      });
+    };
+    forward(downstream, upstream);
+    forward(upstream, downstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  return {
+    port,
+    cut: () => {
+      cut = true;
+    },
+    heal: () => {
+      cut = false;
+      for (const s of sockets) s.destroy();
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
   };
 }

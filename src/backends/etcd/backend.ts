@@ -1,0 +1,401 @@
+/**
+ * The etcd backend: etcd's Go `concurrency.Mutex` recipe, key-compatible with it, over one
+ * lease per backend. The lease and its keep-alive are in session.ts, the decision of who
+ * holds in recipe.ts, waiting in wait.ts, the holds and their own ttl in held.ts, the keys
+ * in layout.ts. See docs/backends/etcd.md.
+ */
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import {
+  BackendUnavailableError,
+  InvalidArgumentError,
+  LockLostError,
+  withDeadline,
+  type AcquireRequest,
+  type AcquireResult,
+  type Backend,
+  type Capabilities,
+  type Extension,
+  type Grant,
+  type HostPort,
+  type LockState,
+} from '../kit.js';
+import type { Abandonable } from '../../backend.js';
+import { createdAt, EtcdClient, entriesOf, rangeOp, type Entry } from './client.js';
+import { HeldTable } from './held.js';
+import { encodeValue, lockPrefix, parseValue } from './layout.js';
+import { decide, holders, holding, type EtcdGrantData, type EtcdTicket } from './recipe.js';
+import { LeaseSession, type LeaseEnd } from './session.js';
+import { waitForChange } from './wait.js';
+
+const now = (): number => performance.now();
+
+/** Options of the etcd backend (from the URL or given directly). */
+export interface EtcdBackendOptions {
+  readonly hosts: readonly HostPort[];
+  /** Prepended to every lock's keys (default '': `etcdctl lock NAME` is lock `NAME`). */
+  readonly prefix?: string;
+  /** The backend's lease ttl (ms, rounded up to whole seconds by etcd). Default 10 000. */
+  readonly leaseTtlMs?: number;
+  /** Bound on one request before `BackendUnavailableError`. Default a third of the lease ttl, at least 2 000. */
+  readonly operationTimeoutMs?: number;
+  readonly username?: string;
+  readonly password?: string;
+}
+
+/** Counters exposed for tests and benchmarks. */
+export interface EtcdStats {
+  /** Watch notifications delivered to waiters (the herd-effect measure). */
+  waiterNotifications: number;
+  /** Leases granted so far. */
+  leases: number;
+}
+
+/** What the etcd backend can do. */
+export const ETCD_CAPABILITIES: Capabilities = Object.freeze({
+  fair: true,
+  shared: true,
+  permits: true,
+  notify: true,
+  lockDelay: false,
+  reentrant: false,
+});
+
+type Listing = { readonly entries: Entry[]; readonly revision: bigint };
+
+/** etcd through the `etcd3` package's gRPC pool (see client.ts for why only its raw RPCs). */
+export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandonable {
+  readonly name = 'etcd';
+  readonly capabilities: Capabilities = ETCD_CAPABILITIES;
+  readonly stats: EtcdStats = { waiterNotifications: 0, leases: 0 };
+  /** The key prefix every lock starts with. */
+  readonly prefix: string;
+  readonly client: EtcdClient;
+  readonly #leaseTtlMs: number;
+  #session: LeaseSession | undefined;
+  #granting: Promise<LeaseSession> | undefined;
+  #closed = false;
+  /** Keys our tickets and holds use, so two acquisitions of one lease never share a key. */
+  readonly #keys = new Set<string>();
+  readonly #held = new HeldTable((d) => {
+    this.#keys.delete(d.key);
+    void this.client.deleteIf(d.key, d.rev).catch(() => false);
+  });
+
+  constructor(opts: EtcdBackendOptions) {
+    if (opts.hosts.length === 0) throw new InvalidArgumentError('url', 'etcd: no servers given');
+    this.prefix = opts.prefix ?? '';
+    this.#leaseTtlMs = opts.leaseTtlMs ?? 10_000;
+    this.client = new EtcdClient({
+      hosts: opts.hosts,
+      // A request stuck on a silent member must end in time to retry elsewhere within the lease.
+      operationTimeoutMs: opts.operationTimeoutMs ?? Math.max(2_000, Math.ceil(this.#leaseTtlMs / 3)),
+      ...(opts.username !== undefined ? { username: opts.username, password: opts.password ?? '' } : {}),
+    });
+  }
+
+  /** The current lease, if one is alive (tests look at it). */
+  get lease(): LeaseSession | undefined {
+    return this.#session?.alive ? this.#session : undefined;
+  }
+
+  // ---- the lease -------------------------------------------------------------------------
+
+  /** The live lease, granting a new one when there is none or the last one ended. */
+  async connect(signal?: AbortSignal): Promise<LeaseSession> {
+    if (this.#closed) throw new BackendUnavailableError(this.name, 'the etcd backend is closed');
+    const s = this.#session;
+    if (s?.alive) return s;
+    this.#granting ??= LeaseSession.grant(this.client, this.#leaseTtlMs)
+      .then((fresh) => {
+        if (this.#closed) {
+          void fresh.close(true);
+          throw new BackendUnavailableError(this.name, 'the etcd backend is closed');
+        }
+        this.#session = fresh;
+        this.stats.leases += 1;
+        fresh.onEnd((why) => this.#leaseEnded(fresh, why));
+        return fresh;
+      })
+      .finally(() => {
+        this.#granting = undefined;
+      });
+    return withDeadline(this.#granting, signal ? { signal } : {});
+  }
+
+  #leaseEnded(s: LeaseSession, why: LeaseEnd): void {
+    if (this.#session === s) this.#session = undefined;
+    if (this.#closed) return;
+    this.#held.sessionEnded(s, why);
+    // The server may still keep the lease (we stop short of its expiry): free its keys.
+    if (why === 'expired') s.revokeLost();
+  }
+
+  // ---- acquisition -----------------------------------------------------------------------
+
+  async tryAcquire(req: AcquireRequest<EtcdTicket>): Promise<AcquireResult<EtcdTicket, EtcdGrantData>> {
+    if (req.kind === 'semaphore' && (!Number.isInteger(req.permits) || req.permits < 1)) {
+      throw new InvalidArgumentError('permits', 'permits must be an integer ≥ 1');
+    }
+    const start = now();
+    // An abort answers at once; the attempt goes on, and what it gets is handed back then.
+    return withDeadline(this.#attempt(req, start), {
+      signal: req.signal,
+      onLate: (r) => {
+        if (r.granted) void this.release(r.grant).catch(() => undefined);
+        else if (r.contended.ticket) void this.#dropTicket(r.contended.ticket);
+      },
+    });
+  }
+
+  async #attempt(req: AcquireRequest<EtcdTicket>, start: number): Promise<AcquireResult<EtcdTicket, EtcdGrantData>> {
+    const session = await this.connect(req.signal);
+    let t = req.ticket;
+    if (t && t.session !== session) {
+      // Our place was on a lease that ended: its key is gone (or going); queue again.
+      void this.#dropTicket(t);
+      t = undefined;
+    }
+    t ??= this.#newTicket(req, session);
+    for (let round = 0; round < 8; round++) {
+      const listing = t.rev === undefined ? await this.#create(t) : await this.#check(t);
+      if (listing) return this.#decide(req, t, listing, start);
+    }
+    throw new BackendUnavailableError(this.name, `etcd: could not place a key under ${t.prefix}`, { context: { lockId: req.lockId } });
+  }
+
+  #newTicket(req: AcquireRequest<EtcdTicket>, session: LeaseSession): EtcdTicket {
+    const prefix = lockPrefix(this.prefix, req.lockId);
+    const nonce = randomBytes(8).toString('hex');
+    const t: EtcdTicket = {
+      session,
+      lockId: req.lockId,
+      prefix,
+      key: '',
+      value: encodeValue({ kind: req.kind, owner: req.ownerId, nonce, permits: req.kind === 'semaphore' ? req.permits : 1 }),
+      nonce,
+      rev: undefined,
+      watch: undefined,
+      seenAt: 0n,
+    };
+    this.#rename(t);
+    return t;
+  }
+
+  /** Give the ticket a key no other acquisition of ours uses: Go's `prefix/leaseHex`, then `-1`, `-2`… */
+  #rename(t: EtcdTicket): void {
+    if (t.key !== '') this.#keys.delete(t.key);
+    const base = `${t.prefix}${t.session.hex}`;
+    let key = base;
+    for (let n = 1; this.#keys.has(key) || key === t.key; n++) key = `${base}-${n}`;
+    t.key = key;
+    this.#keys.add(key);
+  }
+
+  /**
+   * Create our key (if its create revision is 0) and list the lock in the same transaction.
+   * A create that landed although its reply was lost (the client retries) finds our own
+   * key: the nonce tells. A stranger's key of the same name (one of ours whose delete was
+   * lost) makes us pick another name. Undefined: try again.
+   */
+  async #create(t: EtcdTicket): Promise<Listing | undefined> {
+    const key = Buffer.from(t.key);
+    const res = await this.client.txn('create', {
+      compare: [createdAt(t.key, 0n)],
+      success: [{ request_put: { key, value: t.value, lease: t.session.id } }, rangeOp(t.prefix)],
+      failure: [{ request_range: { key } }, rangeOp(t.prefix)],
+    });
+    const entries = entriesOf(res.responses[1]?.response_range);
+    if (res.succeeded) {
+      t.rev = BigInt(res.header.revision);
+      return { entries, revision: BigInt(res.header.revision) };
+    }
+    const existing = entriesOf(res.responses[0]?.response_range)[0];
+    if (existing && parseValue(existing.value).nonce === t.nonce) {
+      t.rev = existing.createRevision;
+      return { entries, revision: BigInt(res.header.revision) };
+    }
+    this.#rename(t);
+    return undefined;
+  }
+
+  /** List the lock, if our key is still there (it goes with our lease, or by an operator). */
+  async #check(t: EtcdTicket): Promise<Listing | undefined> {
+    const rev = t.rev ?? 0n;
+    const res = await this.client.txn('list', { compare: [createdAt(t.key, rev)], success: [rangeOp(t.prefix)], failure: [] });
+    if (res.succeeded) return { entries: entriesOf(res.responses[0]?.response_range), revision: BigInt(res.header.revision) };
+    // Our place is gone: queue again, at the back.
+    t.rev = undefined;
+    return undefined;
+  }
+
+  async #decide(
+    req: AcquireRequest<EtcdTicket>,
+    t: EtcdTicket,
+    listing: Listing,
+    start: number,
+  ): Promise<AcquireResult<EtcdTicket, EtcdGrantData>> {
+    const rev = t.rev ?? 0n;
+    const d = decide(req.kind, req.permits, rev, holders(listing.entries), t.prefix);
+    if (d.held) return { granted: true, grant: this.#grant(req, t, rev, start, listing.revision) };
+    if (!req.wait) {
+      await this.#dropTicket(t);
+      return { granted: false, contended: { ticket: undefined } };
+    }
+    t.watch = d.watch;
+    t.seenAt = listing.revision;
+    return { granted: false, contended: { ticket: t } };
+  }
+
+  /** Turn the ticket's key into a hold: it vouches only for time the lease is sure to last. */
+  #grant(req: AcquireRequest<EtcdTicket>, t: EtcdTicket, rev: bigint, start: number, seenAt: bigint): Grant<EtcdGrantData> {
+    const ttlMs = Math.min(req.ttlMs, t.session.deadline - start);
+    const grant: Grant<EtcdGrantData> = {
+      lockId: req.lockId,
+      kind: req.kind,
+      ownerId: req.ownerId,
+      token: rev,
+      ttlMs,
+      reentered: false,
+      data: { session: t.session, key: t.key, rev },
+    };
+    const held = this.#held.add(grant, req.onLost, Math.max(0, ttlMs));
+    held.unwatch = this.#watchHeld(grant.data, seenAt);
+    // The ticket no longer owns the key: a late cancel must not delete a held lock.
+    t.rev = undefined;
+    t.watch = undefined;
+    return grant;
+  }
+
+  /**
+   * Watch our held key from the revision after the listing that granted it: a deletion by
+   * anyone but us (an operator's `etcdctl del`) is a loss, told at once rather than at the
+   * next extend. Our own deletions drop the hold first, so they are not reported.
+   */
+  #watchHeld(data: EtcdGrantData, seenAt: bigint): () => void {
+    const watcher = this.client.raw
+      .watch()
+      .key(data.key)
+      .startRevision((seenAt + 1n).toString())
+      .only('delete')
+      .watcher();
+    watcher.on('error', () => undefined);
+    watcher.on('delete', () => this.#held.gone(data));
+    return () => void watcher.cancel().catch(() => undefined);
+  }
+
+  /** Delete the ticket's key: by revision when known, else only if it still has our value. */
+  async #dropTicket(t: EtcdTicket): Promise<void> {
+    const { key, rev } = t;
+    t.rev = undefined;
+    t.watch = undefined;
+    if (this.#closed) return;
+    const compare =
+      rev !== undefined
+        ? createdAt(key, rev)
+        : { key: Buffer.from(key), target: 'Value' as const, result: 'Equal' as const, value: t.value };
+    try {
+      await this.client.txn('delete', { compare: [compare], success: [{ request_delete_range: { key: Buffer.from(key) } }], failure: [] });
+    } catch {
+      /* our lease takes it away */
+    } finally {
+      this.#keys.delete(key);
+    }
+  }
+
+  waitForChange(_lockId: string, ticket: EtcdTicket | undefined, signal: AbortSignal): Promise<void> {
+    return waitForChange(this.client, ticket, signal, () => {
+      this.stats.waiterNotifications += 1;
+    });
+  }
+
+  /**
+   * Remove the queue position `ticket`. Without one, an attempt whose reply never came may
+   * have left a key of this owner on our lease: for a fresh owner, find and delete it.
+   */
+  async cancel(req: AcquireRequest<EtcdTicket>, ticket: EtcdTicket | undefined): Promise<void> {
+    if (ticket) {
+      await this.#dropTicket(ticket);
+      return;
+    }
+    const lease = this.#session;
+    if (!req.freshOwner || !lease || this.#closed) return;
+    const { entries } = await this.client.list(lockPrefix(this.prefix, req.lockId));
+    const mine = entries.filter((e) => e.lease === lease.id && parseValue(e.value).owner === req.ownerId);
+    await Promise.all(mine.map((e) => this.client.deleteIf(e.key, e.createRevision).catch(() => false)));
+  }
+
+  // ---- holding ---------------------------------------------------------------------------
+
+  async extend(grant: Grant<EtcdGrantData>, ttlMs: number): Promise<Extension> {
+    const { session: s, key, rev } = grant.data;
+    const context = { backend: this.name, key, lease: s.hex };
+    const held = this.#held.get(grant.data);
+    if (!held) throw new LockLostError(grant.lockId, s.alive ? 'not-held' : 'session', { context });
+    if (!s.alive) {
+      this.#held.drop(grant.data);
+      throw new LockLostError(grant.lockId, 'session', { context });
+    }
+    const start = now();
+    const res = await this.client.txnVia(s.member, 'extend', { compare: [createdAt(key, rev)], success: [], failure: [] });
+    if (!res.succeeded) {
+      this.#held.drop(grant.data);
+      this.#keys.delete(key);
+      throw new LockLostError(grant.lockId, s.alive ? 'not-held' : 'session', { context });
+    }
+    if (!s.alive) throw new LockLostError(grant.lockId, 'session', { context });
+    const vouched = Math.min(ttlMs, s.deadline - start);
+    if (vouched <= 0)
+      throw new BackendUnavailableError(this.name, 'etcd: the lease was not renewed in time to vouch for an extension', { context });
+    this.#held.arm(held, vouched);
+    return { ttlMs: vouched };
+  }
+
+  async release(grant: Grant<EtcdGrantData>): Promise<boolean> {
+    const { key, rev } = grant.data;
+    const wasHeld = this.#held.drop(grant.data);
+    this.#keys.delete(key);
+    if (this.#closed) return false;
+    // Guarded by the create revision: a retried or stale release never deletes a newer holder.
+    const deleted = await this.client.deleteIf(key, rev);
+    return wasHeld && deleted;
+  }
+
+  async inspect(lockId: string): Promise<LockState> {
+    const { entries } = await this.client.list(lockPrefix(this.prefix, lockId));
+    const keys = holders(entries);
+    const hold = holding(keys);
+    const last = keys.reduce<bigint | undefined>((m, k) => (m === undefined || k.createRevision > m ? k.createRevision : m), undefined);
+    return {
+      lockId,
+      holders: hold.map((k) => ({ ownerId: k.owner ?? `lease:${BigInt(k.lease).toString(16)}`, kind: k.kind, token: k.createRevision })),
+      waiters: keys.length - hold.length,
+      ...(last !== undefined ? { lastToken: last } : {}),
+    };
+  }
+
+  /** Revoke our lease (every key of ours goes at once) and close the connections. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#held.clear();
+    this.#keys.clear();
+    const s = this.#session;
+    this.#session = undefined;
+    await s?.close(true);
+    this.client.close();
+  }
+
+  /**
+   * Testing only (`abandon()` in `locksmith/testing`): stop keeping the lease alive without
+   * revoking it, so its keys go only when etcd expires it (a crash).
+   */
+  async abandon(): Promise<void> {
+    this.#closed = true;
+    this.#held.clear();
+    this.#keys.clear();
+    await this.#session?.close(false);
+    this.#session = undefined;
+    this.client.close();
+  }
+}

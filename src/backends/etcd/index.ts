@@ -1,0 +1,79 @@
+/**
+ * `etcd://host1:port,host2:port,host3:port[?prefix=…&leaseTtlMs=…]` — etcd's Go
+ * `concurrency.Mutex` recipe, key-compatible with it (`etcdctl lock NAME` and locksmith
+ * exclude each other), plus read-write locks and semaphores on the same keys, over one
+ * lease per backend. `etcd://user:password@…` authenticates. See docs/backends/etcd.md.
+ *
+ * A host list with ports is not a valid WHATWG URL: `createLocker` percent-encodes its
+ * colons (the kit's `encodeHostList`), and {@link createEtcdBackend} takes the plain form.
+ */
+import {
+  encodeHostList,
+  hostList,
+  InvalidArgumentError,
+  redact,
+  unavailable,
+  UrlParams,
+  withDeadline,
+  type Backend,
+  type ConnectOptions,
+} from '../kit.js';
+import { EtcdBackend, type EtcdBackendOptions } from './backend.js';
+
+export { EtcdBackend, ETCD_CAPABILITIES, type EtcdBackendOptions, type EtcdStats } from './backend.js';
+/** The lease of a backend, for tools and tests. */
+export { LeaseSession, type LeaseEnd } from './session.js';
+/** How a lock id maps to keys (see docs/backends/etcd.md, "Keys"). */
+export { decodeLockId, encodeLockId, lockPrefix } from './layout.js';
+/** The seam types of this backend. */
+export type { EtcdGrantData, EtcdTicket } from './recipe.js';
+
+/** The URL parameters the backend understands. */
+const PARAMETERS = ['prefix', 'leaseTtlMs', 'operationTimeoutMs'] as const;
+
+/** The backend options of a parsed `etcd://` URL (throws `InvalidArgumentError`). */
+export function etcdOptions(url: URL): EtcdBackendOptions {
+  if (url.protocol !== 'etcd:') throw new InvalidArgumentError('url', `not an etcd URL: ${redact(url)}`);
+  if (url.pathname !== '' && url.pathname !== '/') {
+    throw new InvalidArgumentError('url', `etcd: a path is not supported, use ?prefix= (${redact(url)})`);
+  }
+  const q = new UrlParams(url, PARAMETERS);
+  const operationTimeoutMs = q.int('operationTimeoutMs', undefined, { min: 1 });
+  return {
+    hosts: hostList(url, 2379),
+    prefix: q.string('prefix') ?? '',
+    leaseTtlMs: q.int('leaseTtlMs', 10_000, { min: 1 }),
+    ...(operationTimeoutMs !== undefined ? { operationTimeoutMs } : {}),
+    ...(url.username ? { username: decodeURIComponent(url.username), password: decodeURIComponent(url.password) } : {}),
+  };
+}
+
+function parseRaw(raw: string): URL {
+  try {
+    return new URL(encodeHostList(raw.trim()));
+  } catch (cause) {
+    throw new InvalidArgumentError('url', `malformed etcd URL '${redact(raw)}'`, { cause });
+  }
+}
+
+/** A backend from a raw URL string (plain host list with ports allowed); it connects at first use. */
+export function createEtcdBackend(raw: string): EtcdBackend {
+  return new EtcdBackend(etcdOptions(parseRaw(raw)));
+}
+
+/**
+ * Factory used by `createLocker('etcd://…')`: the backend with its lease granted (so an
+ * unreachable cluster or a bad password fails here); stops, and closes what it opened,
+ * when `options.signal` aborts.
+ */
+export async function createBackend(url: URL, options: ConnectOptions = {}): Promise<Backend> {
+  const backend = new EtcdBackend(etcdOptions(url));
+  try {
+    await withDeadline(backend.connect(options.signal), options.signal ? { signal: options.signal } : {});
+    return backend;
+  } catch (err) {
+    await backend.close().catch(() => undefined);
+    if (options.signal?.aborted && err === options.signal.reason) throw err;
+    throw unavailable('etcd', `connect to ${redact(url)}`, err);
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * Who holds, who waits, and what a waiter watches: the decision of the Go recipe, made on
+ * one listing of a lock's keys (oldest create revision first). See docs/backends/etcd.md,
+ * "The recipe".
+ *
+ * - mutex, write and foreign keys (`etcdctl lock`) are exclusive: held when no key is older;
+ *   a waiter watches only the key just older than its own (no herd effect).
+ * - read: held when no older key is exclusive; it watches the youngest older exclusive key.
+ * - semaphore of `permits`: held when no older key is of another kind and fewer than
+ *   `permits` older semaphore keys exist. A waiter behind other kinds watches the youngest
+ *   of them; a waiter behind permits watches every deletion under the lock (any of the
+ *   older holders leaving may let it in).
+ */
+import type { LockKind } from '../kit.js';
+import type { Entry } from './client.js';
+import { parseValue, type KeyMeta } from './layout.js';
+import type { LeaseSession } from './session.js';
+
+/** What a waiting attempt watches next. */
+export type WatchSpec = { readonly type: 'key'; readonly key: string } | { readonly type: 'prefix'; readonly prefix: string };
+
+/** The queue position a contended attempt leaves behind (the seam's `Ticket`). */
+export interface EtcdTicket {
+  readonly session: LeaseSession;
+  readonly lockId: string;
+  readonly prefix: string;
+  /** Our key (under `prefix`). */
+  key: string;
+  /** Our key's value (it carries the nonce). */
+  readonly value: Buffer;
+  /** Tells our own key from any other of the same name. */
+  readonly nonce: string;
+  /** The create revision of our key, once created. */
+  rev: bigint | undefined;
+  /** What to watch, and the revision of the listing it was chosen from. */
+  watch: WatchSpec | undefined;
+  seenAt: bigint;
+}
+
+/** What a grant carries for extend and release (the seam's grant `Data`). */
+export interface EtcdGrantData {
+  readonly session: LeaseSession;
+  readonly key: string;
+  readonly rev: bigint;
+}
+
+/** One key of a listing, with what its value says. */
+export interface Holder extends Entry, KeyMeta {}
+
+/** The keys of a listing with their meaning. */
+export function holders(entries: readonly Entry[]): Holder[] {
+  return entries.map((e) => ({ ...e, ...parseValue(e.value) }));
+}
+
+/** The decision for the key of create revision `rev`: held, or what to watch. */
+export function decide(
+  kind: LockKind,
+  permits: number,
+  rev: bigint,
+  keys: readonly Holder[],
+  prefix: string,
+): { readonly held: true } | { readonly held: false; readonly watch: WatchSpec } {
+  const older = keys.filter((k) => k.createRevision < rev);
+  const blocking =
+    kind === 'read' ? older.filter((k) => k.kind !== 'read') : kind === 'semaphore' ? older.filter((k) => k.kind !== 'semaphore') : older;
+  const youngest = blocking[blocking.length - 1];
+  if (youngest) return { held: false, watch: { type: 'key', key: youngest.key } };
+  if (kind === 'semaphore' && older.length >= permits) return { held: false, watch: { type: 'prefix', prefix } };
+  return { held: true };
+}
+
+/** The keys of a listing that hold now (for `inspect`), in queue order. */
+export function holding(keys: readonly Holder[]): Holder[] {
+  return keys.filter((k) => decide(k.kind, k.permits, k.createRevision, keys, '').held);
+}

@@ -1,0 +1,48 @@
+/**
+ * Waiting for a change (docs/backends/etcd.md, "Waiting"): a watch on the one key the
+ * waiter is behind (or, for a semaphore waiting on permits, on the lock's keys), started
+ * at the revision right after the listing it decided from, so a deletion between that
+ * listing and the watch is still delivered. A bounded fallback poll covers a watch stream
+ * that is down; the end of our lease wakes the waiter too (its key is gone: it re-queues).
+ */
+import { sleep } from '../kit.js';
+import type { EtcdClient } from './client.js';
+import type { EtcdTicket } from './recipe.js';
+
+/** Longest wait without a notification before the next attempt. */
+export const FALLBACK_POLL_MS = 2_000;
+
+/** Resolve when the ticket's watch fires, its lease ends, or the fallback poll is due. */
+export async function waitForChange(
+  client: EtcdClient,
+  ticket: EtcdTicket | undefined,
+  signal: AbortSignal,
+  notified: () => void,
+): Promise<void> {
+  const spec = ticket?.watch;
+  if (!ticket || !spec || !ticket.session.alive) {
+    await sleep(ticket ? 0 : FALLBACK_POLL_MS, signal);
+    return;
+  }
+  signal.throwIfAborted();
+  const builder = client.raw.watch().startRevision((ticket.seenAt + 1n).toString());
+  const watcher = (spec.type === 'key' ? builder.key(spec.key) : builder.prefix(spec.prefix)).only('delete').watcher();
+  watcher.on('error', () => undefined);
+  const ctl = new AbortController();
+  const stop = (): void => ctl.abort();
+  const onAbort = (): void => ctl.abort();
+  signal.addEventListener('abort', onAbort, { once: true });
+  const unsubscribe = ticket.session.onEnd(stop);
+  watcher.on('delete', () => {
+    notified();
+    stop();
+  });
+  try {
+    await sleep(FALLBACK_POLL_MS, ctl.signal).catch(() => undefined);
+    signal.throwIfAborted();
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    unsubscribe();
+    void watcher.cancel().catch(() => undefined);
+  }
+}
