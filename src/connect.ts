@@ -19,6 +19,10 @@ const engines: Readonly<Record<string, Engine>> = {
   'redis:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
   'zookeeper:': { load: () => import('./backends/zookeeper/index.js'), driver: 'node-zookeeper-client' },
   'cassandra:': { load: () => import('./backends/cassandra/index.js'), driver: 'cassandra-driver' },
+  'postgres:': { load: () => import('./backends/postgres/index.js'), driver: 'pg' },
+  'postgresql:': { load: () => import('./backends/postgres/index.js'), driver: 'pg' },
+  'mysql:': { load: () => import('./backends/mysql/index.js'), driver: 'mysql2' },
+  'mariadb:': { load: () => import('./backends/mysql/index.js'), driver: 'mysql2' },
 };
 
 /** The URL schemes locksmith understands (without the colon). */
