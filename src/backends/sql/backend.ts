@@ -67,7 +67,8 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
 
   async tryAcquire(req: AcquireRequest<SqlTicket>): Promise<AcquireResult<SqlTicket, undefined>> {
     try {
-      return await raceAbort(this.#run(req.lockId, (q, row) => this.#attempt(q, row, req)), req.signal);
+      const generation = this.#wakeups.generation(req.lockId);
+      return await raceAbort(this.#run(req.lockId, (q, row) => this.#attempt(q, row, req, generation)), req.signal);
     } catch (err) {
       if (req.signal.aborted) throw err;
       if (!this.#engine.isTransient(err)) throw this.#fail(`acquire of '${req.lockId}'`, err);
@@ -76,7 +77,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     }
   }
 
-  async #attempt(q: SqlQuery, row: LockRow, req: AcquireRequest<SqlTicket>): Promise<Step<AcquireResult<SqlTicket, undefined>>> {
+  async #attempt(q: SqlQuery, row: LockRow, req: AcquireRequest<SqlTicket>, generation: number): Promise<Step<AcquireResult<SqlTicket, undefined>>> {
     const raw = await this.#st.state(q, req.lockId);
     const v = view(row.nowUs, raw.holders, raw.queue);
     await this.#st.purge(q, req.lockId, row.nowUs, v.staleHolders, v.staleWaiters);
@@ -101,11 +102,11 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
       return { value: { granted: true, grant }, changed };
     }
     if (!req.wait) return { value: { granted: false, contended: { ticket: undefined } }, changed };
-    return { value: { granted: false, contended: { ticket: await this.#queue(q, row, v, req, d.mine?.seq) } }, changed };
+    return { value: { granted: false, contended: { ticket: await this.#queue(q, row, v, req, d.mine?.seq, generation) } }, changed };
   }
 
   /** Keep (or take) a place in the queue, its expiry pushed forward by this attempt. */
-  async #queue(q: SqlQuery, row: LockRow, v: LockView, req: AcquireRequest<SqlTicket>, mine: bigint | undefined): Promise<SqlTicket> {
+  async #queue(q: SqlQuery, row: LockRow, v: LockView, req: AcquireRequest<SqlTicket>, mine: bigint | undefined, generation: number): Promise<SqlTicket> {
     const expiresUs = row.nowUs + this.#waiterTtlMs * US;
     let seq = mine;
     if (seq !== undefined) await this.#st.refreshWaiter(q, req.lockId, seq, expiresUs);
@@ -114,12 +115,14 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
       await this.#st.setCounters(q, req.lockId, row.token, seq);
       await this.#st.insertWaiter(q, req.lockId, { seq, ownerId: req.ownerId, kind: req.kind, permits: req.permits, expiresUs });
     }
-    return { seq, retryMs: nextExpiryMs(v) };
+    return { seq, retryMs: nextExpiryMs(v), generation };
   }
 
   async waitForChange(lockId: string, ticket: SqlTicket | undefined, signal: AbortSignal): Promise<void> {
-    const ms = ticket ? Math.min(this.#pollMs, ticket.retryMs) : UNQUEUED_RETRY_MS;
-    await this.#wakeups.wait(lockId, ms, signal);
+    if (!ticket) return this.#wakeups.wait(lockId, undefined, this.#wakeups.generation(lockId), UNQUEUED_RETRY_MS, signal);
+    const ms = Math.min(this.#pollMs, ticket.retryMs);
+    // Never so long that the queue row (refreshed by each attempt) could expire meanwhile.
+    await this.#wakeups.wait(lockId, ticket.seq, ticket.generation, ms, signal, Math.min(ticket.retryMs, this.#waiterTtlMs / 3));
   }
 
   async cancel(req: AcquireRequest<SqlTicket>, ticket: SqlTicket | undefined): Promise<void> {

@@ -84,4 +84,6 @@ export interface SqlTicket {
   readonly seq: bigint;
   /** Look again after this long at the latest: the next holder or waiter expiry the attempt saw. */
   readonly retryMs: number;
+  /** The change count of the lock id before the attempt (see wakeups.ts). */
+  readonly generation: number;
 }
