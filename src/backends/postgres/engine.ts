@@ -4,6 +4,7 @@
  * reads `clock_timestamp()` after the lock, and NOTIFY on commit when someone waits.
  * See docs/backends/postgres.md.
  */
+import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { causeCode } from '../kit.js';
 import { big, micros } from '../sql/statements.js';
@@ -49,6 +50,8 @@ export class PgEngine implements SqlEngine {
   readonly #begin: string;
   #listener: PgListener | undefined;
   #listeners: ((lockId: string | undefined) => void)[] = [];
+  /** Prefix of this engine's NOTIFY payloads: its own commits already woke its waiters. */
+  readonly #origin = `${randomBytes(6).toString('hex')}:`;
 
   constructor(pool: pg.Pool, options: PgEngineOptions) {
     this.#pool = pool;
@@ -64,8 +67,11 @@ export class PgEngine implements SqlEngine {
   /** Start the LISTEN connection (when listening). */
   async start(): Promise<void> {
     if (!this.#options.listen) return;
-    this.#listener = new PgListener(this.#pool, this.#options.channel, (id) => {
-      for (const l of this.#listeners) l(id);
+    this.#listener = new PgListener(this.#pool, this.#options.channel, (payload) => {
+      if (payload?.startsWith(this.#origin)) return;
+      // `origin:lockId`: the origin is 12 hex digits and a colon.
+      const lockId = payload === undefined ? undefined : payload.slice(this.#origin.length);
+      for (const l of this.#listeners) l(lockId);
     });
     await this.#listener.start();
   }
@@ -111,7 +117,7 @@ export class PgEngine implements SqlEngine {
 
   async announce(q: SqlQuery, lockId: string): Promise<void> {
     // Delivered on commit, and only when somebody waits for this id.
-    await q(`SELECT pg_notify(?, ?) FROM ${this.tables.queue} WHERE lock_id = ? LIMIT 1`, [this.#options.channel, lockId, lockId]);
+    await q(`SELECT pg_notify(?, ?) FROM ${this.tables.queue} WHERE lock_id = ? LIMIT 1`, [this.#options.channel, this.#origin + lockId, lockId]);
   }
 
   onChange(listener: (lockId: string | undefined) => void): void {
