@@ -54,8 +54,9 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Ru
     listen_addresses: '127.0.0.1',
     port: String(port),
     unix_socket_directories: dir,
+    // No fsync (only an OS crash could lose data), but commits stay synchronous: with
+    // synchronous_commit=off a crash forgets the last commits, fencing tokens included.
     fsync: 'off',
-    synchronous_commit: 'off',
     full_page_writes: 'off',
     max_connections: '400',
     shared_buffers: '32MB',
