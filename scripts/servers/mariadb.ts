@@ -12,7 +12,17 @@ import { execFile, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import mysql from 'mysql2/promise';
-import { aptInstall, freePort, killChild, makeDataDir, removeDir, spawnServer, waitFor, type RunningServer, type ServerNode } from './harness.js';
+import {
+  aptInstall,
+  freePort,
+  killChild,
+  makeDataDir,
+  removeDir,
+  spawnServer,
+  waitFor,
+  type RunningServer,
+  type ServerNode,
+} from './harness.js';
 
 const execFileP = promisify(execFile);
 const MARIADBD = '/usr/sbin/mariadbd';
@@ -31,9 +41,13 @@ export async function startMariaDb(opts: StartMariaDbOptions = {}): Promise<Runn
   const data = join(dir, 'data');
   const socket = join(dir, 'mysqld.sock');
   await execFileP('chown', ['-R', 'mysql:mysql', dir]);
-  await execFileP('mariadb-install-db', ['--no-defaults', `--datadir=${data}`, '--user=mysql', '--auth-root-authentication-method=normal', '--skip-test-db'], {
-    maxBuffer: 16 << 20,
-  });
+  await execFileP(
+    'mariadb-install-db',
+    ['--no-defaults', `--datadir=${data}`, '--user=mysql', '--auth-root-authentication-method=normal', '--skip-test-db'],
+    {
+      maxBuffer: 16 << 20,
+    },
+  );
   const args = [
     '--no-defaults',
     `--datadir=${data}`,

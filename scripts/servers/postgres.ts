@@ -13,7 +13,17 @@ import { readdirSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { aptInstall, freePort, killChild, makeDataDir, removeDir, spawnServer, waitFor, type RunningServer, type ServerNode } from './harness.js';
+import {
+  aptInstall,
+  freePort,
+  killChild,
+  makeDataDir,
+  removeDir,
+  spawnServer,
+  waitFor,
+  type RunningServer,
+  type ServerNode,
+} from './harness.js';
 
 const execFileP = promisify(execFile);
 
@@ -65,11 +75,10 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Ru
   const args = ['-D', data, ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
   const readyTimeoutMs = opts.readyTimeoutMs ?? 60_000;
   const start = async (): Promise<ChildProcess> => {
-    const child = await spawnServer(
-      'setpriv',
-      ['--reuid=postgres', '--regid=postgres', '--clear-groups', join(bin, 'postgres'), ...args],
-      { logFile: join(dir, 'postgres.log'), cwd: dir },
-    );
+    const child = await spawnServer('setpriv', ['--reuid=postgres', '--regid=postgres', '--clear-groups', join(bin, 'postgres'), ...args], {
+      logFile: join(dir, 'postgres.log'),
+      cwd: dir,
+    });
     await waitFor(
       `postgres on port ${port}`,
       async () => {

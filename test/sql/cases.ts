@@ -67,26 +67,35 @@ export function sqlCases(t: SqlTarget): void {
       await next.release();
     });
 
-    test('the database restarted while a lock is held: the holder keeps its lease (or hears of the loss) and tokens keep increasing', T, async () => {
-      const lockId = id('restart');
-      const lock = await client().lock(lockId, { ttlMs: 20_000 });
-      await t.restart();
-      await eventually('the holder extends again after the restart', async () => {
-        if (lock.signal.aborted) return true;
-        await lock.extend();
-        return true;
-      }, 60_000, 200);
-      const other = client();
-      if (lock.signal.aborted) {
-        assert.ok(lock.signal.reason instanceof Error, 'the holder heard of the loss');
-      } else {
-        assert.equal(await other.tryLock(lockId), null, 'nobody else holds it beside the holder');
-        await lock.release();
-      }
-      const next = await other.lock(lockId, { timeoutMs: 60_000 });
-      assert.ok(next.token > lock.token, `token ${next.token} > ${lock.token}`);
-      await next.release();
-    });
+    test(
+      'the database restarted while a lock is held: the holder keeps its lease (or hears of the loss) and tokens keep increasing',
+      T,
+      async () => {
+        const lockId = id('restart');
+        const lock = await client().lock(lockId, { ttlMs: 20_000 });
+        await t.restart();
+        await eventually(
+          'the holder extends again after the restart',
+          async () => {
+            if (lock.signal.aborted) return true;
+            await lock.extend();
+            return true;
+          },
+          60_000,
+          200,
+        );
+        const other = client();
+        if (lock.signal.aborted) {
+          assert.ok(lock.signal.reason instanceof Error, 'the holder heard of the loss');
+        } else {
+          assert.equal(await other.tryLock(lockId), null, 'nobody else holds it beside the holder');
+          await lock.release();
+        }
+        const next = await other.lock(lockId, { timeoutMs: 60_000 });
+        assert.ok(next.token > lock.token, `token ${next.token} > ${lock.token}`);
+        await next.release();
+      },
+    );
   });
 
   describe(`${t.name}: the database's clock decides`, () => {

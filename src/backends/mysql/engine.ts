@@ -49,7 +49,10 @@ export class MysqlEngine implements SqlEngine {
       await this.#prepare(conn);
       await conn.query('START TRANSACTION');
       const q: SqlQuery = async (sql, params: readonly SqlValue[] = []) => {
-        const [rows] = await conn.query(sql, params.map((p) => (typeof p === 'bigint' ? p.toString() : p)));
+        const [rows] = await conn.query(
+          sql,
+          params.map((p) => (typeof p === 'bigint' ? p.toString() : p)),
+        );
         if (Array.isArray(rows)) return { rows: rows as Record<string, unknown>[], affected: 0 };
         return { rows: [], affected: (rows as ResultSetHeader).affectedRows };
       };

@@ -117,7 +117,11 @@ export class PgEngine implements SqlEngine {
 
   async announce(q: SqlQuery, lockId: string): Promise<void> {
     // Delivered on commit, and only when somebody waits for this id.
-    await q(`SELECT pg_notify(?, ?) FROM ${this.tables.queue} WHERE lock_id = ? LIMIT 1`, [this.#options.channel, this.#origin + lockId, lockId]);
+    await q(`SELECT pg_notify(?, ?) FROM ${this.tables.queue} WHERE lock_id = ? LIMIT 1`, [
+      this.#options.channel,
+      this.#origin + lockId,
+      lockId,
+    ]);
   }
 
   onChange(listener: (lockId: string | undefined) => void): void {

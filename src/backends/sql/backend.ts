@@ -68,7 +68,10 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   async tryAcquire(req: AcquireRequest<SqlTicket>): Promise<AcquireResult<SqlTicket, undefined>> {
     try {
       const generation = this.#wakeups.generation(req.lockId);
-      return await raceAbort(this.#run(req.lockId, (q, row) => this.#attempt(q, row, req, generation)), req.signal);
+      return await raceAbort(
+        this.#run(req.lockId, (q, row) => this.#attempt(q, row, req, generation)),
+        req.signal,
+      );
     } catch (err) {
       if (req.signal.aborted) throw err;
       if (!this.#engine.isTransient(err)) throw this.#fail(`acquire of '${req.lockId}'`, err);
@@ -77,7 +80,12 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     }
   }
 
-  async #attempt(q: SqlQuery, row: LockRow, req: AcquireRequest<SqlTicket>, generation: number): Promise<Step<AcquireResult<SqlTicket, undefined>>> {
+  async #attempt(
+    q: SqlQuery,
+    row: LockRow,
+    req: AcquireRequest<SqlTicket>,
+    generation: number,
+  ): Promise<Step<AcquireResult<SqlTicket, undefined>>> {
     const raw = await this.#st.state(q, req.lockId);
     const v = view(row.nowUs, raw.holders, raw.queue);
     await this.#st.purge(q, req.lockId, row.nowUs, v.staleHolders, v.staleWaiters);
@@ -98,7 +106,15 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
         await this.#st.insertHolder(q, req.lockId, holderOf(req, token, expiresUs));
       }
       // The lease ends at db-now + ttl, and db-now is after the core sent the request: ttlMs holds.
-      const grant: Grant<undefined> = { lockId: req.lockId, kind: req.kind, ownerId: req.ownerId, token, ttlMs: req.ttlMs, reentered: d.type === 'reenter', data: undefined };
+      const grant: Grant<undefined> = {
+        lockId: req.lockId,
+        kind: req.kind,
+        ownerId: req.ownerId,
+        token,
+        ttlMs: req.ttlMs,
+        reentered: d.type === 'reenter',
+        data: undefined,
+      };
       return { value: { granted: true, grant }, changed };
     }
     if (!req.wait) return { value: { granted: false, contended: { ticket: undefined } }, changed };
@@ -106,7 +122,14 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   }
 
   /** Keep (or take) a place in the queue, its expiry pushed forward by this attempt. */
-  async #queue(q: SqlQuery, row: LockRow, v: LockView, req: AcquireRequest<SqlTicket>, mine: bigint | undefined, generation: number): Promise<SqlTicket> {
+  async #queue(
+    q: SqlQuery,
+    row: LockRow,
+    v: LockView,
+    req: AcquireRequest<SqlTicket>,
+    mine: bigint | undefined,
+    generation: number,
+  ): Promise<SqlTicket> {
     const expiresUs = row.nowUs + this.#waiterTtlMs * US;
     let seq = mine;
     if (seq !== undefined) await this.#st.refreshWaiter(q, req.lockId, seq, expiresUs);
@@ -173,7 +196,13 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
         const last = await this.#st.lastToken(q, lockId);
         const holders = v.holders
           .filter((h) => h.expiresUs > nowUs)
-          .map((h) => ({ ownerId: h.ownerId, kind: h.kind, token: h.token, count: h.count, expiresInMs: Math.round((h.expiresUs - nowUs) / US) }));
+          .map((h) => ({
+            ownerId: h.ownerId,
+            kind: h.kind,
+            token: h.token,
+            count: h.count,
+            expiresInMs: Math.round((h.expiresUs - nowUs) / US),
+          }));
         return { lockId, holders, waiters: v.queue.length, ...(last !== undefined && last > 0n ? { lastToken: last } : {}) };
       });
     } catch (err) {
