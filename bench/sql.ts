@@ -108,7 +108,9 @@ async function handoff(make: () => Contestant): Promise<Pct> {
   const a = make();
   const b = make();
   const lockId = `h-${randomBytes(4).toString('hex')}`;
-  await (await b.acquire(`warm-${lockId}`))();
+  await (
+    await b.acquire(`warm-${lockId}`)
+  )();
   const samples: number[] = [];
   let other = b;
   let holder = a;
@@ -173,7 +175,9 @@ async function measure(engine: string, url: string, peerName: string, peer: (url
   console.log('| contestant | uncontended p50 / p99 (ms) | hand-off p50 / p99 (ms) | hot lock ops/s | Jain | longest streak |');
   console.log('|---|---|---|---|---|---|');
   for (const [name, u, h, x] of rows) {
-    console.log(`| ${name} | ${f(u.p50)} / ${f(u.p99)} | ${f(h.p50)} / ${f(h.p99)} | ${f(x.opsPerSec, 0)} | ${f(x.jain, 3)} | ${x.longestStreak} |`);
+    console.log(
+      `| ${name} | ${f(u.p50)} / ${f(u.p99)} | ${f(h.p50)} / ${f(h.p99)} | ${f(x.opsPerSec, 0)} | ${f(x.jain, 3)} | ${x.longestStreak} |`,
+    );
   }
   const [, lu, lh, lx] = rows[0]!;
   const [, pu, ph, px] = rows[1]!;

@@ -7,7 +7,7 @@
 import type { Pool, PoolConnection, ResultSetHeader } from 'mysql2/promise';
 import { causeCode } from '../kit.js';
 import { big, micros } from '../sql/statements.js';
-import type { LockRow, SqlEngine, SqlQuery, SqlTables, SqlValue } from '../sql/types.js';
+import type { LockRow, SqlEngine, SqlResult, SqlTables, SqlTx, Stmt } from '../sql/types.js';
 
 /** Options of a {@link MysqlEngine}. */
 export interface MysqlEngineOptions {
@@ -18,6 +18,37 @@ export interface MysqlEngineOptions {
   readonly isolationVariable: string;
   /** End the pool on close (true when the backend created it). */
   readonly ownsPool: boolean;
+  /** The pool allows several statements per query (`multipleStatements`): one round trip per batch. */
+  readonly batch: boolean;
+}
+
+type Packet = ResultSetHeader | Record<string, unknown>[];
+
+function resultOf(p: Packet): SqlResult {
+  return Array.isArray(p) ? { rows: p, affected: 0 } : { rows: [], affected: p.affectedRows };
+}
+
+/** Several statements in one query (the pool was created with `multipleStatements`). */
+async function batch(conn: PoolConnection, stmts: readonly Stmt[]): Promise<SqlResult[]> {
+  if (stmts.length === 0) return [];
+  const sql = stmts.map((s) => s.sql).join(';\n');
+  const params = stmts.flatMap((s) => s.params.map((p) => (typeof p === 'bigint' ? p.toString() : p)));
+  const [raw] = await conn.query(sql, params);
+  const packets = (stmts.length === 1 ? [raw] : raw) as Packet[];
+  return packets.map(resultOf);
+}
+
+/** One statement per round trip (a user's pool without `multipleStatements`). */
+async function sequence(conn: PoolConnection, stmts: readonly Stmt[]): Promise<SqlResult[]> {
+  const out: SqlResult[] = [];
+  for (const s of stmts) {
+    const [raw] = await conn.query(
+      s.sql,
+      s.params.map((p) => (typeof p === 'bigint' ? p.toString() : p)),
+    );
+    out.push(resultOf(raw as Packet));
+  }
+  return out;
 }
 
 const NOW_US = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`;
@@ -26,12 +57,13 @@ const TRANSIENT = new Set(['ER_LOCK_WAIT_TIMEOUT', 'ER_LOCK_DEADLOCK']);
 /** The MySQL/MariaDB engine over one mysql2 pool. */
 export class MysqlEngine implements SqlEngine {
   readonly name = 'mysql';
+  readonly nowSql = NOW_US;
   readonly tables: SqlTables;
   readonly notifies = false;
   readonly #pool: Pool;
   readonly #options: MysqlEngineOptions;
   readonly #session: string;
-  /** Pooled connections whose session settings are made (settings survive in the session). */
+  /** Pooled connections whose session settings are made. */
   readonly #prepared = new WeakSet<object>();
 
   constructor(pool: Pool, options: MysqlEngineOptions) {
@@ -42,27 +74,31 @@ export class MysqlEngine implements SqlEngine {
     this.#session = `SET SESSION ${options.isolationVariable} = 'READ-COMMITTED', SESSION innodb_lock_wait_timeout = ${seconds}`;
   }
 
-  async transaction<T>(work: (q: SqlQuery) => Promise<T>): Promise<T> {
+  async transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
     const conn = await this.#pool.getConnection();
+    let begun = false;
+    let committed = false;
     let broken = false;
+    const tx: SqlTx = {
+      run: async (stmts, commit = false) => {
+        const all: Stmt[] = [...(begun ? [] : this.#begin(conn)), ...stmts, ...(commit ? [{ sql: 'COMMIT', params: [] }] : [])];
+        const skip = all.length - stmts.length - (commit ? 1 : 0);
+        begun = true;
+        const results = this.#options.batch ? await batch(conn, all) : await sequence(conn, all);
+        if (commit) committed = true;
+        return results.slice(skip, skip + stmts.length);
+      },
+    };
     try {
-      await this.#prepare(conn);
-      await conn.query('START TRANSACTION');
-      const q: SqlQuery = async (sql, params: readonly SqlValue[] = []) => {
-        const [rows] = await conn.query(
-          sql,
-          params.map((p) => (typeof p === 'bigint' ? p.toString() : p)),
-        );
-        if (Array.isArray(rows)) return { rows: rows as Record<string, unknown>[], affected: 0 };
-        return { rows: [], affected: (rows as ResultSetHeader).affectedRows };
-      };
-      const result = await work(q);
-      await conn.query('COMMIT');
+      const result = await work(tx);
+      if (begun && !committed) await conn.query('COMMIT');
       return result;
     } catch (err) {
-      await conn.query('ROLLBACK').catch(() => {
-        broken = true;
-      });
+      if (begun) {
+        await conn.query('ROLLBACK').catch(() => {
+          broken = true;
+        });
+      }
       throw err;
     } finally {
       // A connection that could not even roll back is destroyed, not pooled.
@@ -71,28 +107,35 @@ export class MysqlEngine implements SqlEngine {
     }
   }
 
-  async #prepare(conn: PoolConnection): Promise<void> {
+  /** The session settings (once per pooled connection; they survive in its session) and START TRANSACTION. */
+  #begin(conn: PoolConnection): Stmt[] {
     const key: object = conn.connection;
-    if (this.#prepared.has(key)) return;
-    await conn.query(this.#session);
-    this.#prepared.add(key);
+    const out: Stmt[] = [];
+    if (!this.#prepared.has(key)) {
+      out.push({ sql: this.#session, params: [] });
+      this.#prepared.add(key);
+    }
+    out.push({ sql: 'START TRANSACTION', params: [] });
+    return out;
   }
 
-  async lockRow(q: SqlQuery, lockId: string): Promise<LockRow> {
-    await q(`INSERT INTO ${this.tables.locks} (lock_id) VALUES (?) ON DUPLICATE KEY UPDATE token = token`, [lockId]);
-    const { rows } = await q(`SELECT token, seq, ${NOW_US} AS now_us FROM ${this.tables.locks} WHERE lock_id = ?`, [lockId]);
-    const r = rows[0];
-    if (!r) throw new Error(`no lock row returned for '${lockId}'`);
+  lockRow(lockId: string): Stmt[] {
+    return [
+      { sql: `INSERT INTO ${this.tables.locks} (lock_id) VALUES (?) ON DUPLICATE KEY UPDATE token = token`, params: [lockId] },
+      // A later statement than the one that took the lock: UTC_TIMESTAMP is read after it.
+      { sql: `SELECT token, seq, ${NOW_US} AS now_us FROM ${this.tables.locks} WHERE lock_id = ?`, params: [lockId] },
+    ];
+  }
+
+  parseLockRow(results: readonly SqlResult[]): LockRow {
+    const r = results[1]?.rows[0];
+    if (!r) throw new Error('no lock row returned');
     return { token: big(r['token']), seq: big(r['seq']), nowUs: micros(r['now_us']) };
   }
 
-  async nowUs(q: SqlQuery): Promise<number> {
-    const { rows } = await q(`SELECT ${NOW_US} AS now_us`);
-    return micros(rows[0]?.['now_us']);
-  }
-
-  async announce(): Promise<void> {
+  announce(): Stmt[] {
     // No notifications in MySQL: other clients find out by their poll.
+    return [];
   }
 
   onChange(): void {

@@ -51,6 +51,8 @@ export function parseMysqlUrl(url: URL, options: ConnectOptions = {}): { config:
     charset: 'utf8mb4',
     supportBigNumbers: true,
     bigNumberStrings: true,
+    // One round trip per batch of statements; values are still escaped by the driver.
+    multipleStatements: true,
   };
   return {
     config,
@@ -120,6 +122,7 @@ async function open(pool: mysql.Pool, ownsPool: boolean, o: MysqlOptions): Promi
   }
   const engine = new MysqlEngine(pool, {
     tables,
+    batch: ownsPool,
     lockTimeoutMs: o.lockTimeoutMs ?? 2_000,
     isolationVariable: await isolationVariable(pool),
     ownsPool,

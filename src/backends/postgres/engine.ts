@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { causeCode } from '../kit.js';
 import { big, micros } from '../sql/statements.js';
-import type { LockRow, SqlEngine, SqlQuery, SqlTables, SqlValue } from '../sql/types.js';
+import type { LockRow, SqlEngine, SqlResult, SqlTables, SqlTx, Stmt } from '../sql/types.js';
 import { PgListener } from './listener.js';
 
 /** Options of a {@link PgEngine}. */
@@ -28,28 +28,44 @@ const NOW_US = `(extract(epoch FROM clock_timestamp()) * 1000000)::int8`;
 /** Lock wait timed out, deadlock, serialization failure. */
 const TRANSIENT = new Set(['55P03', '40P01', '40001']);
 
-/** `?` → `$1, $2…` (our statements never contain a literal `?`). */
-const numbered = new Map<string, string>();
-function toPg(sql: string): string {
-  let out = numbered.get(sql);
-  if (out === undefined) {
-    let n = 0;
-    out = sql.replace(/\?/g, () => `$${++n}`);
-    numbered.set(sql, out);
-  }
-  return out;
+/** How many statements `#begin` holds. */
+const BEGIN_STATEMENTS = 3;
+const ORIGIN_LENGTH = 13;
+
+/** `?` → the escaped literal of each value (our statements never contain a literal `?`). */
+function inline(client: pg.PoolClient, st: Stmt): string {
+  let i = 0;
+  return st.sql.replace(/\?/g, () => {
+    const v = st.params[i++];
+    if (v === null || v === undefined) return 'NULL';
+    if (typeof v === 'bigint') return v.toString();
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) throw new Error(`not a finite number: ${v}`);
+      return String(v);
+    }
+    return client.escapeLiteral(v);
+  });
+}
+
+/** `origin` (12 hex digits and a colon), the first waiter's sequence, a colon, the lock id. */
+function parsePayload(payload: string): { lockId: string; head: bigint | undefined } | undefined {
+  const rest = payload.slice(ORIGIN_LENGTH);
+  const colon = rest.indexOf(':');
+  if (colon <= 0 || !/^\d+$/.test(rest.slice(0, colon))) return undefined;
+  return { lockId: rest.slice(colon + 1), head: BigInt(rest.slice(0, colon)) };
 }
 
 /** The PostgreSQL engine over one `pg.Pool`. */
 export class PgEngine implements SqlEngine {
   readonly name = 'postgres';
+  readonly nowSql = NOW_US;
   readonly tables: SqlTables;
   readonly notifies: boolean;
   readonly #pool: pg.Pool;
   readonly #options: PgEngineOptions;
   readonly #begin: string;
   #listener: PgListener | undefined;
-  #listeners: ((lockId: string | undefined) => void)[] = [];
+  #listeners: ((lockId: string | undefined, head: bigint | undefined) => void)[] = [];
   /** Prefix of this engine's NOTIFY payloads: its own commits already woke its waiters. */
   readonly #origin = `${randomBytes(6).toString('hex')}:`;
 
@@ -69,29 +85,42 @@ export class PgEngine implements SqlEngine {
     if (!this.#options.listen) return;
     this.#listener = new PgListener(this.#pool, this.#options.channel, (payload) => {
       if (payload?.startsWith(this.#origin)) return;
-      // `origin:lockId`: the origin is 12 hex digits and a colon.
-      const lockId = payload === undefined ? undefined : payload.slice(this.#origin.length);
-      for (const l of this.#listeners) l(lockId);
+      const change = payload === undefined ? undefined : parsePayload(payload);
+      for (const l of this.#listeners) l(change?.lockId, change?.head);
     });
     await this.#listener.start();
   }
 
-  async transaction<T>(work: (q: SqlQuery) => Promise<T>): Promise<T> {
+  async transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
     const client = await this.#pool.connect();
+    let begun = false;
+    let committed = false;
     let broken: Error | undefined;
+    const tx: SqlTx = {
+      run: async (stmts, commit = false) => {
+        // One simple-protocol query per round trip: BEGIN, the statements (values inlined as
+        // escaped literals) and COMMIT travel together.
+        const parts = stmts.map((st) => inline(client, st));
+        const skip = begun ? 0 : BEGIN_STATEMENTS;
+        if (!begun) parts.unshift(this.#begin);
+        if (commit) parts.push('COMMIT');
+        begun = true;
+        const raw: unknown = await client.query(parts.join(';\n'));
+        if (commit) committed = true;
+        const all = (Array.isArray(raw) ? raw : [raw]) as pg.QueryResult[];
+        return all.slice(skip, skip + stmts.length).map((r) => ({ rows: r.rows as Record<string, unknown>[], affected: r.rowCount ?? 0 }));
+      },
+    };
     try {
-      await client.query(this.#begin);
-      const q: SqlQuery = async (sql, params: readonly SqlValue[] = []) => {
-        const r = await client.query(toPg(sql), [...params]);
-        return { rows: r.rows as Record<string, unknown>[], affected: r.rowCount ?? 0 };
-      };
-      const result = await work(q);
-      await client.query('COMMIT');
+      const result = await work(tx);
+      if (begun && !committed) await client.query('COMMIT');
       return result;
     } catch (err) {
-      await client.query('ROLLBACK').catch((e: unknown) => {
-        broken = e instanceof Error ? e : new Error(String(e));
-      });
+      if (begun) {
+        await client.query('ROLLBACK').catch((e: unknown) => {
+          broken = e instanceof Error ? e : new Error(String(e));
+        });
+      }
       throw err;
     } finally {
       // A connection that could not even roll back is destroyed, not pooled.
@@ -99,32 +128,34 @@ export class PgEngine implements SqlEngine {
     }
   }
 
-  async lockRow(q: SqlQuery, lockId: string): Promise<LockRow> {
-    const { rows } = await q(
-      `INSERT INTO ${this.tables.locks} AS l (lock_id) VALUES (?) ON CONFLICT (lock_id) DO UPDATE SET token = l.token
-       RETURNING token, seq, ${NOW_US} AS now_us`,
-      [lockId],
-    );
-    const r = rows[0];
-    if (!r) throw new Error(`no lock row returned for '${lockId}'`);
+  lockRow(lockId: string): Stmt[] {
+    return [
+      {
+        sql: `INSERT INTO ${this.tables.locks} AS l (lock_id) VALUES (?) ON CONFLICT (lock_id) DO UPDATE SET token = l.token
+              RETURNING token, seq, ${NOW_US} AS now_us`,
+        params: [lockId],
+      },
+    ];
+  }
+
+  parseLockRow(results: readonly SqlResult[]): LockRow {
+    const r = results[0]?.rows[0];
+    if (!r) throw new Error('no lock row returned');
     return { token: big(r['token']), seq: big(r['seq']), nowUs: micros(r['now_us']) };
   }
 
-  async nowUs(q: SqlQuery): Promise<number> {
-    const { rows } = await q(`SELECT ${NOW_US} AS now_us`);
-    return micros(rows[0]?.['now_us']);
+  announce(lockId: string): Stmt[] {
+    // Delivered on commit, only when somebody waits, naming the first waiter (who alone is woken).
+    return [
+      {
+        sql: `SELECT pg_notify(?, ? || h.seq::text || ':' || ?) FROM
+              (SELECT seq FROM ${this.tables.queue} WHERE lock_id = ? AND expires_us > ${NOW_US} ORDER BY seq LIMIT 1) h`,
+        params: [this.#options.channel, this.#origin, lockId, lockId],
+      },
+    ];
   }
 
-  async announce(q: SqlQuery, lockId: string): Promise<void> {
-    // Delivered on commit, and only when somebody waits for this id.
-    await q(`SELECT pg_notify(?, ?) FROM ${this.tables.queue} WHERE lock_id = ? LIMIT 1`, [
-      this.#options.channel,
-      this.#origin + lockId,
-      lockId,
-    ]);
-  }
-
-  onChange(listener: (lockId: string | undefined) => void): void {
+  onChange(listener: (lockId: string | undefined, head: bigint | undefined) => void): void {
     this.#listeners.push(listener);
   }
 

@@ -19,8 +19,8 @@ import {
   type LockState,
 } from '../kit.js';
 import { decide, nextExpiryMs, US, view, type LockView } from './state.js';
-import { Statements } from './statements.js';
-import type { HolderRow, LockRow, SqlEngine, SqlQuery, SqlTicket } from './types.js';
+import { big, micros, parseState, Statements } from './statements.js';
+import type { HolderRow, LockRow, SqlEngine, SqlResult, SqlTicket, Stmt } from './types.js';
 import { Wakeups } from './wakeups.js';
 
 /** Options of a {@link SqlBackend}. */
@@ -33,6 +33,8 @@ export interface SqlBackendOptions {
 
 /** Without a queue position (a transient conflict), look again after this long. */
 const UNQUEUED_RETRY_MS = 20;
+/** For {@link SqlBackend.#oneTrip} callers that change nothing others wait for. */
+const NEVER = (): boolean => false;
 /** A transient conflict in release is retried this many times. */
 const RELEASE_TRIES = 3;
 
@@ -56,22 +58,18 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   constructor(engine: SqlEngine, options: SqlBackendOptions) {
     this.name = engine.name;
     this.#engine = engine;
-    this.#st = new Statements(engine.tables);
+    this.#st = new Statements(engine.tables, engine.nowSql);
     this.#pollMs = options.pollMs;
     // A waiter re-attempts at least every pollMs (+25 % jitter); one that stops is dropped after this.
     this.#waiterTtlMs = Math.max(5_000, 4 * options.pollMs);
     this.#secrets = options.secrets ?? [];
     this.capabilities = sqlCapabilities(engine.notifies);
-    engine.onChange((lockId) => (lockId === undefined ? this.#wakeups.wakeAll() : this.#wakeups.wake(lockId)));
+    engine.onChange((lockId, head) => (lockId === undefined ? this.#wakeups.wakeAll() : this.#wakeups.wake(lockId, head)));
   }
 
   async tryAcquire(req: AcquireRequest<SqlTicket>): Promise<AcquireResult<SqlTicket, undefined>> {
     try {
-      const generation = this.#wakeups.generation(req.lockId);
-      return await raceAbort(
-        this.#run(req.lockId, (q, row) => this.#attempt(q, row, req, generation)),
-        req.signal,
-      );
+      return await raceAbort(this.#attempt(req), req.signal);
     } catch (err) {
       if (req.signal.aborted) throw err;
       if (!this.#engine.isTransient(err)) throw this.#fail(`acquire of '${req.lockId}'`, err);
@@ -80,30 +78,45 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     }
   }
 
-  async #attempt(
-    q: SqlQuery,
-    row: LockRow,
-    req: AcquireRequest<SqlTicket>,
-    generation: number,
-  ): Promise<Step<AcquireResult<SqlTicket, undefined>>> {
-    const raw = await this.#st.state(q, req.lockId);
-    const v = view(row.nowUs, raw.holders, raw.queue);
-    await this.#st.purge(q, req.lockId, row.nowUs, v.staleHolders, v.staleWaiters);
+  /** One attempt in two round trips: lock row and state; then the writes with the COMMIT. */
+  async #attempt(req: AcquireRequest<SqlTicket>): Promise<AcquireResult<SqlTicket, undefined>> {
+    const { lockId } = req;
+    const lockStmts = this.#engine.lockRow(lockId);
+    const step = await this.#engine.transaction(async (tx) => {
+      const first = await tx.run([...lockStmts, this.#st.state(lockId)]);
+      const row = this.#engine.parseLockRow(first.slice(0, lockStmts.length));
+      const raw = parseState(first[lockStmts.length]);
+      const v = view(row.nowUs, raw.holders, raw.queue);
+      const writes = this.#st.purge(lockId, row.nowUs, v.staleHolders, v.staleWaiters);
+      const s = this.#decide(req, row, v, writes);
+      if (s.changed) writes.push(...this.#engine.announce(lockId));
+      await tx.run(writes, true);
+      return s;
+    });
+    if (step.changed) this.#wakeups.wake(lockId, step.head);
+    return step.value;
+  }
+
+  /** Decide the attempt and queue its writes. */
+  #decide(req: AcquireRequest<SqlTicket>, row: LockRow, v: LockView, writes: Stmt[]): Step<AcquireResult<SqlTicket, undefined>> {
     let changed = v.staleHolders || v.staleWaiters;
     const seq = req.ticket?.seq;
     const d = decide(v, req, seq);
     if (d.type !== 'contended') {
+      const head = v.queue.find((w) => w.seq !== seq)?.seq;
       // Leaving the queue may let the next waiters in (readers, permits).
-      if (seq !== undefined && (await this.#st.deleteWaiter(q, req.lockId, seq)) > 0) changed = true;
+      if (seq !== undefined && v.queue.some((w) => w.seq === seq)) {
+        writes.push(this.#st.deleteWaiter(req.lockId, seq));
+        changed = true;
+      }
       const expiresUs = row.nowUs + req.ttlMs * US;
       let token: bigint;
       if (d.type === 'reenter') {
         token = d.holder.token;
-        await this.#st.reenter(q, req.lockId, token, expiresUs);
+        writes.push(this.#st.reenter(req.lockId, token, expiresUs));
       } else {
         token = row.token + 1n;
-        await this.#st.setCounters(q, req.lockId, token, row.seq);
-        await this.#st.insertHolder(q, req.lockId, holderOf(req, token, expiresUs));
+        writes.push(this.#st.setCounters(req.lockId, token, row.seq), this.#st.insertHolder(req.lockId, holderOf(req, token, expiresUs)));
       }
       // The lease ends at db-now + ttl, and db-now is after the core sent the request: ttlMs holds.
       const grant: Grant<undefined> = {
@@ -115,46 +128,47 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
         reentered: d.type === 'reenter',
         data: undefined,
       };
-      return { value: { granted: true, grant }, changed };
+      return { value: { granted: true, grant }, changed, head };
     }
-    if (!req.wait) return { value: { granted: false, contended: { ticket: undefined } }, changed };
-    return { value: { granted: false, contended: { ticket: await this.#queue(q, row, v, req, d.mine?.seq, generation) } }, changed };
+    const head = v.queue[0]?.seq ?? (req.wait ? row.seq + 1n : undefined);
+    if (!req.wait) return { value: { granted: false, contended: { ticket: undefined } }, changed, head };
+    return { value: { granted: false, contended: { ticket: this.#queue(row, v, req, d.mine?.seq, writes) } }, changed, head };
   }
 
   /** Keep (or take) a place in the queue, its expiry pushed forward by this attempt. */
-  async #queue(
-    q: SqlQuery,
-    row: LockRow,
-    v: LockView,
-    req: AcquireRequest<SqlTicket>,
-    mine: bigint | undefined,
-    generation: number,
-  ): Promise<SqlTicket> {
+  #queue(row: LockRow, v: LockView, req: AcquireRequest<SqlTicket>, mine: bigint | undefined, writes: Stmt[]): SqlTicket {
     const expiresUs = row.nowUs + this.#waiterTtlMs * US;
     let seq = mine;
-    if (seq !== undefined) await this.#st.refreshWaiter(q, req.lockId, seq, expiresUs);
+    if (seq !== undefined) writes.push(this.#st.refreshWaiter(req.lockId, seq, expiresUs));
     else {
       seq = row.seq + 1n;
-      await this.#st.setCounters(q, req.lockId, row.token, seq);
-      await this.#st.insertWaiter(q, req.lockId, { seq, ownerId: req.ownerId, kind: req.kind, permits: req.permits, expiresUs });
+      writes.push(
+        this.#st.setCounters(req.lockId, row.token, seq),
+        this.#st.insertWaiter(req.lockId, { seq, ownerId: req.ownerId, kind: req.kind, permits: req.permits, expiresUs }),
+      );
     }
-    return { seq, retryMs: nextExpiryMs(v), generation };
+    const at = v.queue.findIndex((w) => w.seq === seq);
+    return { seq, retryMs: nextExpiryMs(v), ahead: at >= 0 ? at : v.queue.length };
   }
 
   async waitForChange(lockId: string, ticket: SqlTicket | undefined, signal: AbortSignal): Promise<void> {
-    if (!ticket) return this.#wakeups.wait(lockId, undefined, this.#wakeups.generation(lockId), UNQUEUED_RETRY_MS, signal);
-    const ms = Math.min(this.#pollMs, ticket.retryMs);
-    // Never so long that the queue row (refreshed by each attempt) could expire meanwhile.
-    await this.#wakeups.wait(lockId, ticket.seq, ticket.generation, ms, signal, Math.min(ticket.retryMs, this.#waiterTtlMs / 3));
+    if (!ticket) return this.#wakeups.wait(lockId, undefined, UNQUEUED_RETRY_MS, signal);
+    const base = Math.min(this.#pollMs, ticket.retryMs);
+    // Further back, poll less (the first waiter is woken by the changes that matter); never
+    // so long that the queue row, refreshed by each attempt, could expire meanwhile.
+    const ms = Math.min(base * (1 + ticket.ahead), Math.max(base, Math.min(ticket.retryMs, this.#waiterTtlMs / 3)));
+    await this.#wakeups.wait(lockId, ticket.seq, ms, signal);
   }
 
   async cancel(req: AcquireRequest<SqlTicket>, ticket: SqlTicket | undefined): Promise<void> {
+    const stmts = [
+      ...(ticket ? [this.#st.deleteWaiter(req.lockId, ticket.seq)] : []),
+      ...(req.freshOwner ? this.#st.deleteOwner(req.lockId, req.ownerId) : []),
+    ];
+    if (stmts.length === 0) return;
     try {
-      await this.#run(req.lockId, async (q) => {
-        let removed = ticket ? await this.#st.deleteWaiter(q, req.lockId, ticket.seq) : 0;
-        if (req.freshOwner) removed += await this.#st.deleteOwner(q, req.lockId, req.ownerId);
-        return { value: undefined, changed: removed > 0 };
-      });
+      const removed = (rs: readonly SqlResult[]): boolean => rs.some((r) => r.affected > 0);
+      await this.#oneTrip(req.lockId, stmts, removed, removed);
     } catch (err) {
       throw this.#fail(`cancel on '${req.lockId}'`, err);
     }
@@ -163,10 +177,12 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   async extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
     let held: boolean;
     try {
-      held = await this.#run(grant.lockId, async (q, row) => ({
-        value: await this.#st.extend(q, grant.lockId, grant.token, grant.ownerId, row.nowUs, row.nowUs + ttlMs * US),
-        changed: false,
-      }));
+      held = await this.#oneTrip(
+        grant.lockId,
+        [this.#st.extend(grant.lockId, grant.token, grant.ownerId, ttlMs)],
+        NEVER,
+        (rs) => (rs[0]?.affected ?? 0) > 0,
+      );
     } catch (err) {
       throw this.#fail(`extend of '${grant.lockId}'`, err);
     }
@@ -175,36 +191,58 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   }
 
   async release(grant: Grant<undefined>): Promise<boolean> {
+    const stmts = this.#st.release(grant.lockId, grant.token, grant.ownerId);
+    const released = (rs: readonly SqlResult[]): boolean => (rs[0]?.affected ?? 0) > 0;
     for (let i = 1; ; i += 1) {
       try {
-        return await this.#run(grant.lockId, async (q, row) => {
-          const released = await this.#st.release(q, grant.lockId, grant.token, grant.ownerId, row.nowUs);
-          return { value: released, changed: released };
-        });
+        return await this.#oneTrip(grant.lockId, stmts, released, released);
       } catch (err) {
         if (i >= RELEASE_TRIES || !this.#engine.isTransient(err)) throw this.#fail(`release of '${grant.lockId}'`, err);
       }
     }
   }
 
+  /**
+   * Lock row, `stmts`, the announcement and the COMMIT in one round trip. `changed` tells
+   * from the results of `stmts` whether local waiters should be woken; `value` what to return.
+   */
+  async #oneTrip<T>(
+    lockId: string,
+    stmts: readonly Stmt[],
+    changed: (rs: readonly SqlResult[]) => boolean,
+    value: (rs: readonly SqlResult[]) => T,
+  ): Promise<T> {
+    const lockStmts = this.#engine.lockRow(lockId);
+    const tail = changed === NEVER ? [] : [this.#st.head(lockId), ...this.#engine.announce(lockId)];
+    const rs = await this.#engine.transaction((tx) => tx.run([...lockStmts, ...stmts, ...tail], true));
+    const mine = rs.slice(lockStmts.length, lockStmts.length + stmts.length);
+    if (changed(mine)) {
+      const head = rs[lockStmts.length + stmts.length]?.rows[0]?.['seq'];
+      this.#wakeups.wake(lockId, head === undefined ? undefined : big(head));
+    }
+    return value(mine);
+  }
+
   async inspect(lockId: string): Promise<LockState> {
     try {
-      return await this.#engine.transaction(async (q) => {
-        const nowUs = await this.#engine.nowUs(q);
-        const raw = await this.#st.state(q, lockId);
-        const v = view(nowUs, raw.holders, raw.queue);
-        const last = await this.#st.lastToken(q, lockId);
-        const holders = v.holders
-          .filter((h) => h.expiresUs > nowUs)
-          .map((h) => ({
-            ownerId: h.ownerId,
-            kind: h.kind,
-            token: h.token,
-            count: h.count,
-            expiresInMs: Math.round((h.expiresUs - nowUs) / US),
-          }));
-        return { lockId, holders, waiters: v.queue.length, ...(last !== undefined && last > 0n ? { lastToken: last } : {}) };
-      });
+      const [now, state, last] = await this.#engine.transaction((tx) =>
+        tx.run([this.#st.now(), this.#st.state(lockId), this.#st.lastToken(lockId)], true),
+      );
+      const nowUs = micros(now?.rows[0]?.['now_us']);
+      const raw = parseState(state);
+      const v = view(nowUs, raw.holders, raw.queue);
+      const lastRow = last?.rows[0];
+      const lastToken = lastRow === undefined ? 0n : big(lastRow['token']);
+      const holders = v.holders
+        .filter((h) => h.expiresUs > nowUs)
+        .map((h) => ({
+          ownerId: h.ownerId,
+          kind: h.kind,
+          token: h.token,
+          count: h.count,
+          expiresInMs: Math.round((h.expiresUs - nowUs) / US),
+        }));
+      return { lockId, holders, waiters: v.queue.length, ...(lastToken > 0n ? { lastToken } : {}) };
     } catch (err) {
       throw this.#fail(`inspect of '${lockId}'`, err);
     }
@@ -217,28 +255,17 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     await this.#engine.close();
   }
 
-  /** One transaction on `lockId`'s row; a change is announced on commit and woken here at once. */
-  async #run<T>(lockId: string, work: (q: SqlQuery, row: LockRow) => Promise<Step<T>>): Promise<T> {
-    const step = await this.#engine.transaction(async (q) => {
-      const row = await this.#engine.lockRow(q, lockId);
-      const s = await work(q, row);
-      if (s.changed) await this.#engine.announce(q, lockId);
-      return s;
-    });
-    if (step.changed) this.#wakeups.wake(lockId);
-    return step.value;
-  }
-
   #fail(what: string, err: unknown): Error {
     if (this.#engine.isMissingTable(err)) return missingTable(this.name, this.#engine.tables.locks, err);
     return unavailable(this.name, what, err, { secrets: this.#secrets });
   }
 }
 
-/** What one transaction produced, and whether others should hear of it. */
+/** What one transaction produced, whether others should hear of it, and who waits first now. */
 interface Step<T> {
   readonly value: T;
   readonly changed: boolean;
+  readonly head: bigint | undefined;
 }
 
 function holderOf(req: AcquireRequest<SqlTicket>, token: bigint, expiresUs: number): HolderRow {

@@ -5,7 +5,7 @@
  * on another lock id's rows. Times are µs of the database's clock (docs/backends/postgres.md).
  */
 import { InvalidArgumentError, type LockKind } from '../kit.js';
-import type { HolderRow, SqlQuery, SqlTables, SqlValue, WaiterRow } from './types.js';
+import type { HolderRow, SqlResult, SqlTables, SqlValue, Stmt, WaiterRow } from './types.js';
 
 /** Table prefixes are spliced into SQL: only plain identifiers. */
 const IDENT = /^[a-z_][a-z0-9_]{0,40}$/;
@@ -43,106 +43,130 @@ export function micros(v: unknown): number {
 /** The statements of one table set. */
 export class Statements {
   readonly #t: SqlTables;
+  /** The engine's clock expression (µs since the epoch, evaluated in the statement). */
+  readonly #now: string;
 
-  constructor(tables: SqlTables) {
+  constructor(tables: SqlTables, nowSql: string) {
     this.#t = tables;
+    this.#now = nowSql;
   }
 
-  /** Holders and queue of one id in one round trip (`t` tells the tables apart). */
-  async state(q: SqlQuery, lockId: string): Promise<{ holders: HolderRow[]; queue: WaiterRow[] }> {
-    const { rows } = await q(
-      `SELECT 'h' AS t, token AS n, owner_id, kind, count AS c, expires_us, lock_delay_ms AS d FROM ${this.#t.holders} WHERE lock_id = ?
+  /** Holders and queue of one id in one statement (`t` tells the tables apart); see {@link parseState}. */
+  state(lockId: string): Stmt {
+    return {
+      sql: `SELECT 'h' AS t, token AS n, owner_id, kind, count AS c, expires_us, lock_delay_ms AS d FROM ${this.#t.holders} WHERE lock_id = ?
        UNION ALL
        SELECT 'q' AS t, seq AS n, owner_id, kind, permits AS c, expires_us, 0 AS d FROM ${this.#t.queue} WHERE lock_id = ?`,
-      [lockId, lockId],
-    );
-    const holders: HolderRow[] = [];
-    const queue: WaiterRow[] = [];
-    for (const r of rows) {
-      const common = { ownerId: text(r['owner_id']), kind: kindOf(r['kind']), expiresUs: micros(r['expires_us']) };
-      if (text(r['t']) === 'h') holders.push({ ...common, token: big(r['n']), count: Number(r['c']), lockDelayMs: Number(r['d']) });
-      else queue.push({ ...common, seq: big(r['n']), permits: Number(r['c']) });
-    }
-    return { holders, queue };
+      params: [lockId, lockId],
+    };
   }
 
   /** Delete holds past their lease and lock delay, and waiters past their expiry. */
-  async purge(q: SqlQuery, lockId: string, nowUs: number, holders: boolean, waiters: boolean): Promise<void> {
-    if (holders) await q(`DELETE FROM ${this.#t.holders} WHERE lock_id = ? AND expires_us + lock_delay_ms * 1000 <= ?`, [lockId, nowUs]);
-    if (waiters) await q(`DELETE FROM ${this.#t.queue} WHERE lock_id = ? AND expires_us <= ?`, [lockId, nowUs]);
+  purge(lockId: string, nowUs: number, holders: boolean, waiters: boolean): Stmt[] {
+    const out: Stmt[] = [];
+    if (holders)
+      out.push({
+        sql: `DELETE FROM ${this.#t.holders} WHERE lock_id = ? AND expires_us + lock_delay_ms * 1000 <= ?`,
+        params: [lockId, nowUs],
+      });
+    if (waiters) out.push({ sql: `DELETE FROM ${this.#t.queue} WHERE lock_id = ? AND expires_us <= ?`, params: [lockId, nowUs] });
+    return out;
   }
 
   /** Store the counters of the lock row (under its lock: tokens and sequences only grow). */
-  async setCounters(q: SqlQuery, lockId: string, token: bigint, seq: bigint): Promise<void> {
-    await q(`UPDATE ${this.#t.locks} SET token = ?, seq = ? WHERE lock_id = ?`, [token.toString(), seq.toString(), lockId]);
+  setCounters(lockId: string, token: bigint, seq: bigint): Stmt {
+    return { sql: `UPDATE ${this.#t.locks} SET token = ?, seq = ? WHERE lock_id = ?`, params: [token.toString(), seq.toString(), lockId] };
   }
 
-  async insertHolder(q: SqlQuery, lockId: string, h: HolderRow): Promise<void> {
-    await q(
-      `INSERT INTO ${this.#t.holders} (lock_id, token, owner_id, kind, count, expires_us, lock_delay_ms) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-      [lockId, h.token.toString(), h.ownerId, h.kind, h.count, h.expiresUs, h.lockDelayMs],
-    );
+  insertHolder(lockId: string, h: HolderRow): Stmt {
+    return {
+      sql: `INSERT INTO ${this.#t.holders} (lock_id, token, owner_id, kind, count, expires_us, lock_delay_ms) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      params: [lockId, h.token.toString(), h.ownerId, h.kind, h.count, h.expiresUs, h.lockDelayMs],
+    };
   }
 
   /** One more entry into a hold, its lease stretched to `expiresUs` (never shortened). */
-  async reenter(q: SqlQuery, lockId: string, token: bigint, expiresUs: number): Promise<void> {
-    await q(`UPDATE ${this.#t.holders} SET count = count + 1, expires_us = GREATEST(expires_us, ?) WHERE lock_id = ? AND token = ?`, [
-      expiresUs,
-      lockId,
-      token.toString(),
-    ]);
+  reenter(lockId: string, token: bigint, expiresUs: number): Stmt {
+    return {
+      sql: `UPDATE ${this.#t.holders} SET count = count + 1, expires_us = GREATEST(expires_us, ?) WHERE lock_id = ? AND token = ?`,
+      params: [expiresUs, lockId, token.toString()],
+    };
   }
 
-  /** Stretch a live hold of `owner` to `expiresUs`; false when it is not held any more. */
-  async extend(q: SqlQuery, lockId: string, token: bigint, ownerId: string, nowUs: number, expiresUs: number): Promise<boolean> {
-    const r = await q(
-      `UPDATE ${this.#t.holders} SET expires_us = GREATEST(expires_us, ?) WHERE lock_id = ? AND token = ? AND owner_id = ? AND expires_us > ?`,
-      [expiresUs, lockId, token.toString(), ownerId, nowUs],
-    );
-    return r.affected > 0;
+  /** Stretch a live hold of `owner` to now + `ttlMs` on the database's clock (affects 0 rows when not held). */
+  extend(lockId: string, token: bigint, ownerId: string, ttlMs: number): Stmt {
+    return {
+      sql: `UPDATE ${this.#t.holders} SET expires_us = GREATEST(expires_us, ${this.#now} + ?)
+            WHERE lock_id = ? AND token = ? AND owner_id = ? AND expires_us > ${this.#now}`,
+      params: [Math.round(ttlMs * 1000), lockId, token.toString(), ownerId],
+    };
   }
 
-  /** One exit from a live hold (deleted at zero: a clean release leaves no lock delay). */
-  async release(q: SqlQuery, lockId: string, token: bigint, ownerId: string, nowUs: number): Promise<boolean> {
+  /**
+   * One exit from a live hold, then its deletion at zero (a clean release leaves no lock
+   * delay). The first statement affects 0 rows when the hold is not live any more.
+   */
+  release(lockId: string, token: bigint, ownerId: string): Stmt[] {
     const key: SqlValue[] = [lockId, token.toString(), ownerId];
-    const r = await q(
-      `UPDATE ${this.#t.holders} SET count = count - 1 WHERE lock_id = ? AND token = ? AND owner_id = ? AND expires_us > ?`,
-      [...key, nowUs],
-    );
-    if (r.affected === 0) return false;
-    await q(`DELETE FROM ${this.#t.holders} WHERE lock_id = ? AND token = ? AND owner_id = ? AND count <= 0`, key);
-    return true;
+    return [
+      {
+        sql: `UPDATE ${this.#t.holders} SET count = count - 1 WHERE lock_id = ? AND token = ? AND owner_id = ? AND expires_us > ${this.#now}`,
+        params: key,
+      },
+      { sql: `DELETE FROM ${this.#t.holders} WHERE lock_id = ? AND token = ? AND owner_id = ? AND count <= 0`, params: key },
+    ];
   }
 
-  async insertWaiter(q: SqlQuery, lockId: string, w: WaiterRow): Promise<void> {
-    await q(`INSERT INTO ${this.#t.queue} (lock_id, seq, owner_id, kind, permits, expires_us) VALUES (?, ?, ?, ?, ?, ?)`, [
-      lockId,
-      w.seq.toString(),
-      w.ownerId,
-      w.kind,
-      w.permits,
-      w.expiresUs,
-    ]);
+  insertWaiter(lockId: string, w: WaiterRow): Stmt {
+    return {
+      sql: `INSERT INTO ${this.#t.queue} (lock_id, seq, owner_id, kind, permits, expires_us) VALUES (?, ?, ?, ?, ?, ?)`,
+      params: [lockId, w.seq.toString(), w.ownerId, w.kind, w.permits, w.expiresUs],
+    };
   }
 
-  async refreshWaiter(q: SqlQuery, lockId: string, seq: bigint, expiresUs: number): Promise<void> {
-    await q(`UPDATE ${this.#t.queue} SET expires_us = ? WHERE lock_id = ? AND seq = ?`, [expiresUs, lockId, seq.toString()]);
+  refreshWaiter(lockId: string, seq: bigint, expiresUs: number): Stmt {
+    return { sql: `UPDATE ${this.#t.queue} SET expires_us = ? WHERE lock_id = ? AND seq = ?`, params: [expiresUs, lockId, seq.toString()] };
   }
 
-  async deleteWaiter(q: SqlQuery, lockId: string, seq: bigint): Promise<number> {
-    return (await q(`DELETE FROM ${this.#t.queue} WHERE lock_id = ? AND seq = ?`, [lockId, seq.toString()])).affected;
+  deleteWaiter(lockId: string, seq: bigint): Stmt {
+    return { sql: `DELETE FROM ${this.#t.queue} WHERE lock_id = ? AND seq = ?`, params: [lockId, seq.toString()] };
   }
 
   /** Everything of one owner (an attempt whose reply was lost may have left a hold or a waiter). */
-  async deleteOwner(q: SqlQuery, lockId: string, ownerId: string): Promise<number> {
-    const a = await q(`DELETE FROM ${this.#t.holders} WHERE lock_id = ? AND owner_id = ?`, [lockId, ownerId]);
-    const b = await q(`DELETE FROM ${this.#t.queue} WHERE lock_id = ? AND owner_id = ?`, [lockId, ownerId]);
-    return a.affected + b.affected;
+  deleteOwner(lockId: string, ownerId: string): Stmt[] {
+    return [
+      { sql: `DELETE FROM ${this.#t.holders} WHERE lock_id = ? AND owner_id = ?`, params: [lockId, ownerId] },
+      { sql: `DELETE FROM ${this.#t.queue} WHERE lock_id = ? AND owner_id = ?`, params: [lockId, ownerId] },
+    ];
+  }
+
+  /** The first live waiter's sequence (no row when nobody waits). */
+  head(lockId: string): Stmt {
+    return {
+      sql: `SELECT seq FROM ${this.#t.queue} WHERE lock_id = ? AND expires_us > ${this.#now} ORDER BY seq LIMIT 1`,
+      params: [lockId],
+    };
+  }
+
+  /** The clock (no lock taken), for `inspect`. */
+  now(): Stmt {
+    return { sql: `SELECT ${this.#now} AS now_us`, params: [] };
   }
 
   /** The last token issued for `lockId` (no lock taken), for `inspect`. */
-  async lastToken(q: SqlQuery, lockId: string): Promise<bigint | undefined> {
-    const { rows } = await q(`SELECT token FROM ${this.#t.locks} WHERE lock_id = ?`, [lockId]);
-    return rows[0] === undefined ? undefined : big(rows[0]['token']);
+  lastToken(lockId: string): Stmt {
+    return { sql: `SELECT token FROM ${this.#t.locks} WHERE lock_id = ?`, params: [lockId] };
   }
+}
+
+/** Holders and queue from the result of {@link Statements.state}. */
+export function parseState(r: SqlResult | undefined): { holders: HolderRow[]; queue: WaiterRow[] } {
+  const holders: HolderRow[] = [];
+  const queue: WaiterRow[] = [];
+  for (const row of r?.rows ?? []) {
+    const common = { ownerId: text(row['owner_id']), kind: kindOf(row['kind']), expiresUs: micros(row['expires_us']) };
+    if (text(row['t']) === 'h') holders.push({ ...common, token: big(row['n']), count: Number(row['c']), lockDelayMs: Number(row['d']) });
+    else queue.push({ ...common, seq: big(row['n']), permits: Number(row['c']) });
+  }
+  return { holders, queue };
 }

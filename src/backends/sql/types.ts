@@ -15,8 +15,20 @@ export interface SqlResult {
   readonly affected: number;
 }
 
-/** Run one statement (placeholders are `?`; an engine rewrites them when it numbers them). */
-export type SqlQuery = (sql: string, params?: readonly SqlValue[]) => Promise<SqlResult>;
+/** One statement with `?` placeholders and their values. */
+export interface Stmt {
+  readonly sql: string;
+  readonly params: readonly SqlValue[];
+}
+
+/** The statements of one transaction, sent in as few round trips as the engine can. */
+export interface SqlTx {
+  /**
+   * Run `stmts` in order (one round trip where the engine can batch them) and return one
+   * result per statement. `commit` appends the COMMIT to the same round trip.
+   */
+  run(stmts: readonly Stmt[], commit?: boolean): Promise<SqlResult[]>;
+}
 
 /** The lock row of one lock id, locked by the running transaction. */
 export interface LockRow {
@@ -40,20 +52,29 @@ export interface SqlEngine {
   /** `postgres` or `mysql`. */
   readonly name: string;
   readonly tables: SqlTables;
-  /** Run `work` in one READ COMMITTED transaction with a short lock-wait bound; commit or roll back. */
-  transaction<T>(work: (q: SqlQuery) => Promise<T>): Promise<T>;
-  /** Create (if missing) and lock the row of `lockId`, and read the database's clock. */
-  lockRow(q: SqlQuery, lockId: string): Promise<LockRow>;
-  /** Tell other clients, on commit, that `lockId` changed (no-op without notifications). */
-  announce(q: SqlQuery, lockId: string): Promise<void>;
-  /** Deliver notifications: `lockId`, or `undefined` when some may have been missed. */
-  onChange(listener: (lockId: string | undefined) => void): void;
+  /**
+   * Run `work` in one READ COMMITTED transaction with a short lock-wait bound (the BEGIN
+   * travels with the first statements); commit after it unless it committed itself; roll
+   * back on error.
+   */
+  transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T>;
+  /** The statements that create (if missing) and lock the row of `lockId`, then read the clock. */
+  lockRow(lockId: string): Stmt[];
+  /** The {@link LockRow} from the results of exactly the {@link lockRow} statements. */
+  parseLockRow(results: readonly SqlResult[]): LockRow;
+  /** An SQL expression: the database's clock in µs since the epoch, read when it is evaluated. */
+  readonly nowSql: string;
+  /**
+   * Statements that tell other clients, on commit, that `lockId` changed and which waiter is
+   * first now (none without notifications, or when nobody waits).
+   */
+  announce(lockId: string): Stmt[];
+  /** Deliver notifications: a lock id and its first waiter, or `undefined` when some may have been missed. */
+  onChange(listener: (lockId: string | undefined, head: bigint | undefined) => void): void;
   /** True when the engine delivers notifications (LISTEN/NOTIFY). */
   readonly notifies: boolean;
   /** A lock wait that timed out, a deadlock, a serialization failure: try again. */
   isTransient(err: unknown): boolean;
-  /** The database clock in µs since the epoch (no lock taken). */
-  nowUs(q: SqlQuery): Promise<number>;
   /** The lock tables do not exist (not migrated). */
   isMissingTable(err: unknown): boolean;
   close(): Promise<void>;
@@ -84,6 +105,6 @@ export interface SqlTicket {
   readonly seq: bigint;
   /** Look again after this long at the latest: the next holder or waiter expiry the attempt saw. */
   readonly retryMs: number;
-  /** The change count of the lock id before the attempt (see wakeups.ts). */
-  readonly generation: number;
+  /** Waiters ahead of this one when the attempt looked (behind others, it polls less often). */
+  readonly ahead: number;
 }

@@ -1,53 +1,48 @@
 /**
- * Local wake-ups of the waiters of one SQL backend. A waiter sleeps until a change of its
- * lock id is heard of (a NOTIFY, or a commit of this very backend) or until a bounded,
- * jittered timeout; the timeout bounds what a missed notification costs, and on MySQL, which
- * has no notifications, it is the poll (docs/backends/mysql.md).
+ * Local wake-ups of the waiters of one SQL backend. A waiter sleeps until the change that
+ * makes it the first waiter is heard of (a NOTIFY, or a commit of this very backend), or
+ * until a bounded, jittered timeout; the timeout bounds what a missed notification costs,
+ * and on MySQL, which has no notifications, it is the poll (docs/backends/mysql.md).
  *
- * A change wakes only the local sleeper first in the queue (and those without a place): if
- * it is granted, its leaving the queue is itself a change that wakes the next one, so a
- * release costs one attempt per process instead of one per waiter. A change heard while a
- * waiter's attempt was in flight makes its next wait return at once (a generation count
- * per lock id), so no wake-up is lost between an attempt and its sleep.
+ * Every change names the first waiter as the changing transaction saw it, and only that one
+ * is woken: if it is granted, its leaving the queue is itself a change that names the next
+ * one, so a release costs one attempt, not one per waiter. A change naming a waiter whose
+ * attempt is in flight is remembered, and its next wait returns at once: no wake-up is lost
+ * between an attempt and its sleep.
  */
 
 interface Sleeper {
-  /** Queue position (smaller first); undefined for a waiter without one. */
+  /** Queue position; undefined for a waiter without one (woken by every change). */
   readonly order: bigint | undefined;
   readonly wake: () => void;
 }
 
-/** Generations kept at most for this many ids; the map is then cleared (a spurious retry at worst). */
-const MAX_GENERATIONS = 10_000;
+/** Remembered heads are kept for at most this many ids; the map is then cleared (a poll at worst). */
+const MAX_REMEMBERED = 10_000;
 
 /** The sleepers of one backend, by lock id. */
 export class Wakeups {
   readonly #byId = new Map<string, Set<Sleeper>>();
-  readonly #generation = new Map<string, number>();
-
-  /** The change count of `lockId`: capture it before an attempt, hand it to {@link wait}. */
-  generation(lockId: string): number {
-    return this.#generation.get(lockId) ?? 0;
-  }
+  /** The head a change named while it was not asleep, by lock id. */
+  readonly #named = new Map<string, bigint>();
 
   /**
-   * Sleep until a change of `lockId` reaches this sleeper, `ms` pass (jittered by ±25 %), or
-   * `signal` aborts. Returns at once when `lockId` changed since generation `seen`. A sleeper
-   * behind others of this process sleeps longer (`ms` times its rank, at most `maxMs`): the
-   * first one is woken by the changes that matter, so the poll of the rest costs little.
+   * Sleep until a change names this sleeper (`order`) as the first waiter of `lockId`, `ms`
+   * pass (jittered by ±25 %), or `signal` aborts. Returns at once when such a change came
+   * while it was awake.
    */
-  async wait(lockId: string, order: bigint | undefined, seen: number, ms: number, signal: AbortSignal, maxMs = ms): Promise<void> {
+  async wait(lockId: string, order: bigint | undefined, ms: number, signal: AbortSignal): Promise<void> {
     signal.throwIfAborted();
-    if (this.generation(lockId) !== seen) return;
+    if (order !== undefined && this.#named.get(lockId) === order) {
+      this.#named.delete(lockId);
+      return;
+    }
     let set = this.#byId.get(lockId);
     if (!set) {
       set = new Set();
       this.#byId.set(lockId, set);
     }
-    let rank = 0;
-    if (order !== undefined) for (const s of set) if (s.order !== undefined && s.order < order) rank += 1;
-    const sleepMs = Math.min(Math.max(ms, maxMs), ms * (1 + rank));
-    await this.#sleep(lockId, set, order, sleepMs, signal);
+    await this.#sleep(lockId, set, order, ms, signal);
   }
 
   #sleep(lockId: string, set: Set<Sleeper>, order: bigint | undefined, ms: number, signal: AbortSignal): Promise<void> {
@@ -76,23 +71,24 @@ export class Wakeups {
     });
   }
 
-  /** `lockId` changed: wake its first local sleeper in queue order, and any without a place. */
-  wake(lockId: string): void {
-    if (this.#generation.size >= MAX_GENERATIONS) this.#generation.clear();
-    this.#generation.set(lockId, this.generation(lockId) + 1);
+  /** `lockId` changed and `head` waits first (undefined: nobody): wake it, and sleepers without a place. */
+  wake(lockId: string, head: bigint | undefined): void {
     const set = this.#byId.get(lockId);
-    if (!set) return;
-    let first: Sleeper | undefined;
-    for (const s of [...set]) {
+    let woken = false;
+    for (const s of set ? [...set] : []) {
       if (s.order === undefined) s.wake();
-      else if (first?.order === undefined || s.order < first.order) first = s;
+      else if (s.order === head) {
+        s.wake();
+        woken = true;
+      }
     }
-    first?.wake();
+    if (woken || head === undefined) return;
+    if (this.#named.size >= MAX_REMEMBERED) this.#named.clear();
+    this.#named.set(lockId, head);
   }
 
   /** Wake everyone (a notification may have been missed: reconnect, close). */
   wakeAll(): void {
-    this.#generation.clear();
     for (const set of [...this.#byId.values()]) for (const s of [...set]) s.wake();
   }
 }
