@@ -30,8 +30,8 @@ interface Contestant {
   close(): Promise<void>;
 }
 
-function locksmith(url: string): Contestant {
-  const locker = createLocker(url, { ttlMs: 10_000 });
+function locksmith(url: string, fair = false): Contestant {
+  const locker = createLocker(url, { ttlMs: 10_000, fair });
   return {
     async acquire(lockId) {
       const lock = await locker.lock(lockId);
@@ -167,6 +167,7 @@ async function measure(engine: string, url: string, peerName: string, peer: (url
   const rows: [string, Pct, Pct, Hot][] = [];
   for (const [name, make] of [
     ['locksmith (lease rows)', () => locksmith(url)],
+    ['locksmith, fair', () => locksmith(url, true)],
     [peerName, () => peer(url.replace(/\?.*$/, ''))],
   ] as const) {
     rows.push([name, await uncontended(make), await handoff(make), await hot(make)]);
@@ -180,7 +181,7 @@ async function measure(engine: string, url: string, peerName: string, peer: (url
     );
   }
   const [, lu, lh, lx] = rows[0]!;
-  const [, pu, ph, px] = rows[1]!;
+  const [, pu, ph, px] = rows[2]!;
   console.log(
     `ratios locksmith / ${peerName}: uncontended p50 ${f(lu.p50 / pu.p50)}×, hand-off p50 ${f(lh.p50 / ph.p50)}×, ` +
       `p99 ${f(lh.p99 / ph.p99)}×, hot ops/s ${f(lx.opsPerSec / px.opsPerSec)}×`,

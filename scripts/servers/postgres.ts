@@ -10,6 +10,7 @@
  */
 import { execFile, type ChildProcess } from 'node:child_process';
 import { readdirSync, existsSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -141,4 +142,73 @@ export async function admin(port: number, statements: readonly string[], databas
   } finally {
     await c.end();
   }
+}
+
+/**
+ * PgBouncer in transaction-pooling mode in front of a running PostgreSQL (Debian's
+ * `pgbouncer`, installed when missing; run as the `postgres` user, it refuses root): every
+ * transaction may land on another server connection, which breaks anything bound to a
+ * session (advisory locks, LISTEN, session variables). `url` reaches database `locksmith`
+ * through it as user `locksmith`.
+ */
+export async function startPgBouncer(server: RunningServer, poolSize = 3): Promise<RunningServer> {
+  await aptInstall('/usr/sbin/pgbouncer', ['pgbouncer']);
+  const target = server.nodes[0];
+  if (!target) throw new Error('no postgres node to put pgbouncer in front of');
+  const port = await freePort();
+  const dir = await makeDataDir('pgbouncer');
+  await writeFile(join(dir, 'userlist.txt'), '"locksmith" "secret"\n');
+  await writeFile(
+    join(dir, 'pgbouncer.ini'),
+    [
+      '[databases]',
+      `locksmith = host=127.0.0.1 port=${target.port} dbname=locksmith`,
+      '[pgbouncer]',
+      'listen_addr = 127.0.0.1',
+      `listen_port = ${port}`,
+      'unix_socket_dir =',
+      'auth_type = trust',
+      `auth_file = ${join(dir, 'userlist.txt')}`,
+      'pool_mode = transaction',
+      `default_pool_size = ${poolSize}`,
+      'max_client_conn = 1000',
+      `logfile = ${join(dir, 'pgbouncer.log')}`,
+      'ignore_startup_parameters = extra_float_digits',
+      '',
+    ].join('\n'),
+  );
+  await execFileP('chown', ['-R', 'postgres:postgres', dir]);
+  const child = await spawnServer(
+    'setpriv',
+    ['--reuid=postgres', '--regid=postgres', '--clear-groups', '/usr/sbin/pgbouncer', join(dir, 'pgbouncer.ini')],
+    {
+      logFile: join(dir, 'stdout.log'),
+      cwd: dir,
+    },
+  );
+  const url = `postgres://locksmith:secret@127.0.0.1:${port}/locksmith`;
+  await waitFor(
+    `pgbouncer on port ${port}`,
+    async () => {
+      if (child.exitCode !== null) throw new Error(`pgbouncer exited with ${child.exitCode}; see ${dir}/pgbouncer.log`);
+      const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
+      c.on('error', () => undefined);
+      await c.connect();
+      await c.query('SELECT 1').finally(() => c.end());
+      return true;
+    },
+    { timeoutMs: 60_000, intervalMs: 100 },
+  );
+  let stopped = false;
+  return {
+    engine: 'pgbouncer',
+    url,
+    nodes: [],
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await killChild(child, 'SIGINT', 5_000);
+      await removeDir(dir);
+    },
+  };
 }
