@@ -14,5 +14,5 @@ const bouncer = await useServer(() => startPgBouncer(server));
 await conformance({
   name: 'postgres through PgBouncer (transaction pooling)',
   createLocker: (options) => createLocker(`${bouncer.url}?migrate=true&listen=false&pollMs=50`, options),
-  shortTtlMs: 300,
+  // shortTtlMs stays at the suite's default 500 ms: its loss-timer case has a 5 % margin, which a loaded 2-core machine can eat at 300 ms.
 });
