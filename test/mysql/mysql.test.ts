@@ -37,6 +37,27 @@ describe('mysql: scheme alias and pools', () => {
     }
   });
 
+  test('quotes and backslashes in lock ids stay data even in a NO_BACKSLASH_ESCAPES session', { timeout: 60_000 }, async () => {
+    const pool = mysql.createPool({ uri: server.url, connectionLimit: 2, multipleStatements: true });
+    pool.on('connection', (c) => {
+      c.query("SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_BACKSLASH_ESCAPES')");
+    });
+    try {
+      await migrate(pool, { table: 'quoting' });
+      const l = createLocker(await createMysqlBackend(pool, { table: 'quoting' }));
+      const ids = ["it's", 'back\\slash', "x\\'; DROP TABLE quoting_locks; -- ", 'x\\'];
+      const held = await Promise.all(ids.map((id) => l.lock(id)));
+      assert.equal(new Set(held.map((h) => h.lockId)).size, ids.length);
+      for (const h of held) assert.equal((await l.inspect(h.lockId)).holders.length, 1);
+      await Promise.all(held.map((h) => h.release()));
+      await l.close();
+      const [rows] = await pool.query('SELECT COUNT(*) AS n FROM quoting_locks');
+      assert.deepEqual(rows, [{ n: ids.length }], 'the table is there, one row per id');
+    } finally {
+      await pool.end();
+    }
+  });
+
   test(
     "a user's pool (one statement per round trip): migrate(pool), locks through it, close() leaves the pool open",
     { timeout: 60_000 },

@@ -53,6 +53,8 @@ async function sequence(conn: PoolConnection, stmts: readonly Stmt[]): Promise<S
 
 const NOW_US = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`;
 const TRANSIENT = new Set(['ER_LOCK_WAIT_TIMEOUT', 'ER_LOCK_DEADLOCK']);
+const BEGIN: Stmt = { sql: 'START TRANSACTION', params: [] };
+const COMMIT: Stmt = { sql: 'COMMIT', params: [] };
 
 /** The MySQL/MariaDB engine over one mysql2 pool. */
 export class MysqlEngine implements SqlEngine {
@@ -71,7 +73,11 @@ export class MysqlEngine implements SqlEngine {
     this.#options = options;
     this.tables = options.tables;
     const seconds = Math.max(1, Math.ceil(options.lockTimeoutMs / 1000));
-    this.#session = `SET SESSION ${options.isolationVariable} = 'READ-COMMITTED', SESSION innodb_lock_wait_timeout = ${seconds}`;
+    // The driver escapes values with backslashes: a session in NO_BACKSLASH_ESCAPES mode would
+    // read an escaped quote as the end of the string, so the mode is taken out for our sessions.
+    this.#session =
+      `SET SESSION ${options.isolationVariable} = 'READ-COMMITTED', SESSION innodb_lock_wait_timeout = ${seconds}, ` +
+      `SESSION sql_mode = REPLACE(@@SESSION.sql_mode, 'NO_BACKSLASH_ESCAPES', '')`;
   }
 
   async transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
@@ -81,9 +87,12 @@ export class MysqlEngine implements SqlEngine {
     let broken = false;
     const tx: SqlTx = {
       run: async (stmts, commit = false) => {
-        const all: Stmt[] = [...(begun ? [] : this.#begin(conn)), ...stmts, ...(commit ? [{ sql: 'COMMIT', params: [] }] : [])];
-        const skip = all.length - stmts.length - (commit ? 1 : 0);
+        const first = !begun;
+        // From here on a failure rolls back (a no-op before START TRANSACTION) or destroys the connection.
         begun = true;
+        if (first) await this.#prepare(conn);
+        const all: Stmt[] = [...(first ? [BEGIN] : []), ...stmts, ...(commit ? [COMMIT] : [])];
+        const skip = first ? 1 : 0;
         const results = this.#options.batch ? await batch(conn, all) : await sequence(conn, all);
         if (commit) committed = true;
         return results.slice(skip, skip + stmts.length);
@@ -107,16 +116,15 @@ export class MysqlEngine implements SqlEngine {
     }
   }
 
-  /** The session settings (once per pooled connection; they survive in its session) and START TRANSACTION. */
-  #begin(conn: PoolConnection): Stmt[] {
+  /**
+   * The session settings, once per pooled connection (they survive in its session), in a
+   * round trip of their own: they must hold before any escaped value is parsed.
+   */
+  async #prepare(conn: PoolConnection): Promise<void> {
     const key: object = conn.connection;
-    const out: Stmt[] = [];
-    if (!this.#prepared.has(key)) {
-      out.push({ sql: this.#session, params: [] });
-      this.#prepared.add(key);
-    }
-    out.push({ sql: 'START TRANSACTION', params: [] });
-    return out;
+    if (this.#prepared.has(key)) return;
+    await conn.query(this.#session);
+    this.#prepared.add(key);
   }
 
   lockRow(lockId: string): Stmt[] {
