@@ -55,6 +55,16 @@ describe('postgres: wake-ups and pools', () => {
     await got.release();
   });
 
+  test('quotes, backslashes, placeholders and dollar quotes in lock ids stay data', { timeout: 60_000 }, async () => {
+    const l = client(`${server.url}?migrate=true`);
+    const ids = ["it's", 'back\\slash', "x\\'; DROP TABLE locksmith_locks; --", "? $1 $$ E''", "'"];
+    const held = await Promise.all(ids.map((id) => l.lock(id)));
+    for (const h of held) assert.equal((await l.inspect(h.lockId)).holders[0]?.token, h.token);
+    await Promise.all(held.map((h) => h.release()));
+    const rows = await admin(node.port, ['SELECT count(*)::int AS n FROM locksmith_locks'], 'locksmith');
+    assert.equal(rows.length, 1, 'the lock table is still there');
+  });
+
   test('postgresql:// is the same backend', { timeout: 60_000 }, async () => {
     const l = client(`${server.url.replace(/^postgres:/, 'postgresql:')}?migrate=true`);
     const lock = await l.lock(`pg:alias:${randomBytes(4).toString('hex')}`);
