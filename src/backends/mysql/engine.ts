@@ -16,6 +16,8 @@ export interface MysqlEngineOptions {
   readonly lockTimeoutMs: number;
   /** `transaction_isolation`, or `tx_isolation` on MariaDB before 11.1. */
   readonly isolationVariable: string;
+  /** MariaDB: also end a transaction left idle longer than the lock-wait bound (`idle_transaction_timeout`). */
+  readonly mariadb: boolean;
   /** End the pool on close (true when the backend created it). */
   readonly ownsPool: boolean;
   /** The pool allows several statements per query (`multipleStatements`): one round trip per batch. */
@@ -77,7 +79,9 @@ export class MysqlEngine implements SqlEngine {
     // read an escaped quote as the end of the string, so the mode is taken out for our sessions.
     this.#session =
       `SET SESSION ${options.isolationVariable} = 'READ-COMMITTED', SESSION innodb_lock_wait_timeout = ${seconds}, ` +
-      `SESSION sql_mode = REPLACE(@@SESSION.sql_mode, 'NO_BACKSLASH_ESCAPES', '')`;
+      `SESSION sql_mode = REPLACE(@@SESSION.sql_mode, 'NO_BACKSLASH_ESCAPES', '')` +
+      // A client paused inside a transaction must not keep the lock row locked for long.
+      (options.mariadb ? `, SESSION idle_transaction_timeout = ${seconds}` : '');
   }
 
   async transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {

@@ -101,13 +101,14 @@ export async function migrate(target: string | MysqlQueryable, options: { table?
   }
 }
 
-/** MariaDB before 11.1 knows only `tx_isolation`; MySQL 8 only `transaction_isolation`. */
-async function isolationVariable(pool: mysql.Pool): Promise<string> {
+/** What the server calls its session variables: MariaDB before 11.1 knows only `tx_isolation`, MySQL 8 only `transaction_isolation`; only MariaDB ends idle transactions. */
+async function serverVariables(pool: mysql.Pool): Promise<{ isolationVariable: string; mariadb: boolean }> {
   const [rows] = await pool.query('SELECT @@version AS v');
   const v = Array.isArray(rows) ? String((rows[0] as { v?: unknown } | undefined)?.v ?? '') : '';
   const m = /^(\d+)\.(\d+)/.exec(v);
   const [major, minor] = [Number(m?.[1] ?? 0), Number(m?.[2] ?? 0)];
-  return /mariadb/i.test(v) && (major < 11 || (major === 11 && minor < 1)) ? 'tx_isolation' : 'transaction_isolation';
+  const mariadb = /mariadb/i.test(v);
+  return { isolationVariable: mariadb && (major < 11 || (major === 11 && minor < 1)) ? 'tx_isolation' : 'transaction_isolation', mariadb };
 }
 
 async function open(pool: mysql.Pool, ownsPool: boolean, o: MysqlOptions): Promise<SqlBackend> {
@@ -124,7 +125,7 @@ async function open(pool: mysql.Pool, ownsPool: boolean, o: MysqlOptions): Promi
     tables,
     batch: ownsPool,
     lockTimeoutMs: o.lockTimeoutMs ?? 2_000,
-    isolationVariable: await isolationVariable(pool),
+    ...(await serverVariables(pool)),
     ownsPool,
   });
   return new SqlBackend(engine, { pollMs: o.pollMs ?? 50, secrets: o.secrets ?? [] });

@@ -77,7 +77,7 @@ export class PgEngine implements SqlEngine {
     this.#begin =
       `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${options.lockTimeoutMs}; ` +
       // A client paused inside a transaction must not keep the lock row locked for long.
-      `SET LOCAL idle_in_transaction_session_timeout = ${Math.max(1_000, 5 * options.lockTimeoutMs)}`;
+      `SET LOCAL idle_in_transaction_session_timeout = ${Math.max(1_000, options.lockTimeoutMs)}`;
   }
 
   /** Start the LISTEN connection (when listening). */
