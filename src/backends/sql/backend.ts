@@ -60,7 +60,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     this.#engine = engine;
     this.#st = new Statements(engine.tables, engine.nowSql);
     this.#pollMs = options.pollMs;
-    // A waiter re-attempts at least every pollMs (+25 % jitter); one that stops is dropped after this.
+    // A waiter re-attempts at least every third of this (see waitForChange); one that stops is dropped after it.
     this.#waiterTtlMs = Math.max(5_000, 4 * options.pollMs);
     this.#secrets = options.secrets ?? [];
     this.capabilities = sqlCapabilities(engine.notifies);
