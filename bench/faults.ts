@@ -6,6 +6,8 @@ import { cpus } from 'node:os';
 import { startRedis } from '../scripts/servers/redis.js';
 import { startZooKeeper } from '../scripts/servers/zookeeper.js';
 import { startCassandra } from '../scripts/servers/cassandra.js';
+import { startPostgres } from '../scripts/servers/postgres.js';
+import { startMariaDb } from '../scripts/servers/mariadb.js';
 import { createLocker } from '../src/index.js';
 import type { RunningServer } from '../scripts/servers/harness.js';
 import { runFaultScenario } from '../test/faults/scenario.js';
@@ -39,6 +41,8 @@ const engines: {
     criticalMs: 40,
     url: (u) => `${u}?create=true`,
   },
+  { name: 'postgres', start: () => startPostgres(), ttlMs: 300, pauseMs: 450, url: (u) => `${u}?migrate=true` },
+  { name: 'mysql', start: () => startMariaDb(), ttlMs: 300, pauseMs: 450, url: (u) => `${u}?migrate=true` },
 ];
 const only = process.argv[2];
 console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, node ${process.version}`);

@@ -22,6 +22,10 @@ const engines: Readonly<Record<string, Engine>> = {
   'zookeeper:': { load: () => import('./backends/zookeeper/index.js'), driver: 'node-zookeeper-client' },
   'cassandra:': { load: () => import('./backends/cassandra/index.js'), driver: 'cassandra-driver' },
   'etcd:': { load: () => import('./backends/etcd/index.js'), driver: 'etcd3' },
+  'postgres:': { load: () => import('./backends/postgres/index.js'), driver: 'pg' },
+  'postgresql:': { load: () => import('./backends/postgres/index.js'), driver: 'pg' },
+  'mysql:': { load: () => import('./backends/mysql/index.js'), driver: 'mysql2' },
+  'mariadb:': { load: () => import('./backends/mysql/index.js'), driver: 'mysql2' },
 };
 
 /** How long the core's connect bound waits past `connectTimeoutMs` for the factory's own. */

@@ -1,0 +1,132 @@
+/**
+ * `mysql://user:password@host:port/database?table=locksmith&migrate=true` (or `mariadb://`) —
+ * lease rows in MySQL/MariaDB: expiry on the database's clock, fencing tokens from the lock
+ * row, a fair queue table, a bounded jittered poll for waiting (MySQL has no notifications),
+ * nothing bound to a session. See docs/backends/mysql.md.
+ */
+import mysql from 'mysql2/promise';
+import { InvalidArgumentError, redact, secretsOf, unavailable, UrlParams, type Backend, type ConnectOptions } from '../kit.js';
+import { missingTable, SqlBackend } from '../sql/backend.js';
+import { tablesOf } from '../sql/statements.js';
+import { MysqlEngine } from './engine.js';
+import { migrateMysql, type MysqlQueryable } from './schema.js';
+
+export { mysqlDdl, migrateMysql, type MysqlQueryable } from './schema.js';
+export { SqlBackend } from '../sql/backend.js';
+export type { SqlTicket } from '../sql/types.js';
+
+/** Options of {@link createMysqlBackend} (the URL parameters of the same names). */
+export interface MysqlOptions {
+  /** Table prefix: tables `<table>_locks`, `<table>_holders`, `<table>_queue` (default `locksmith`). */
+  readonly table?: string;
+  /** Create the tables if missing before the first use (default false). */
+  readonly migrate?: boolean;
+  /** Poll interval of a waiter (default 50 ms, jittered ±25 %). */
+  readonly pollMs?: number;
+  /** Longest wait for another transaction's row lock (default 2000 ms, whole seconds in InnoDB). */
+  readonly lockTimeoutMs?: number;
+  /** Pool size when the backend creates the pool (default 10). */
+  readonly poolSize?: number;
+  /** Secrets never to show in errors. */
+  readonly secrets?: readonly string[];
+}
+
+const PARAMETERS = ['table', 'migrate', 'pollMs', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs'] as const;
+
+/** The pool settings and backend options of a `mysql://` URL (throws `InvalidArgumentError`). */
+export function parseMysqlUrl(url: URL, options: ConnectOptions = {}): { config: mysql.PoolOptions; options: MysqlOptions } {
+  if (url.protocol !== 'mysql:' && url.protocol !== 'mariadb:') throw new InvalidArgumentError('url', `not a mysql URL: ${redact(url)}`);
+  const q = new UrlParams(url, PARAMETERS);
+  const database = decodeURIComponent(url.pathname.replace(/^\//, ''));
+  if (database.includes('/')) throw new InvalidArgumentError('url', `mysql: malformed database name in ${redact(url)}`);
+  const poolSize = q.int('poolSize', 10, { min: 1, max: 1000 });
+  const config: mysql.PoolOptions = {
+    host: decodeURIComponent(url.hostname.replace(/^\[|\]$/g, '')) || 'localhost',
+    port: url.port === '' ? 3306 : Number(url.port),
+    ...(url.username ? { user: decodeURIComponent(url.username) } : {}),
+    ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+    ...(database ? { database } : {}),
+    connectionLimit: poolSize,
+    connectTimeout: q.int('connectTimeoutMs', options.connectTimeoutMs ?? 10_000, { min: 1 }),
+    charset: 'utf8mb4',
+    supportBigNumbers: true,
+    bigNumberStrings: true,
+    // One round trip per batch of statements; values are still escaped by the driver.
+    multipleStatements: true,
+  };
+  return {
+    config,
+    options: {
+      table: q.string('table') ?? 'locksmith',
+      migrate: q.bool('migrate', false),
+      pollMs: q.int('pollMs', 50, { min: 1, max: 60_000 }),
+      lockTimeoutMs: q.int('lockTimeoutMs', 2_000, { min: 1, max: 60_000 }),
+      poolSize,
+      secrets: secretsOf(url),
+    },
+  };
+}
+
+/** Factory used by `createLocker('mysql://…')`. */
+export async function createBackend(url: URL, options: ConnectOptions = {}): Promise<Backend> {
+  const parsed = parseMysqlUrl(url, options);
+  const pool = mysql.createPool(parsed.config);
+  try {
+    return await open(pool, true, parsed.options);
+  } catch (err) {
+    await pool.end().catch(() => undefined);
+    throw unavailable('mysql', `connect to ${redact(url)}`, err, { secrets: parsed.options.secrets ?? [] });
+  }
+}
+
+/** A backend over a URL string or the user's own mysql2/promise pool (which it never ends). */
+export async function createMysqlBackend(target: string | mysql.Pool, options: MysqlOptions = {}): Promise<SqlBackend> {
+  if (typeof target !== 'string') return open(target, false, options);
+  const parsed = parseMysqlUrl(new URL(target));
+  const pool = mysql.createPool(parsed.config);
+  return open(pool, true, { ...parsed.options, ...options }).catch(async (err: unknown) => {
+    await pool.end().catch(() => undefined);
+    throw err;
+  });
+}
+
+/** Create the lock tables (idempotent) through a pool, a connection or a URL. */
+export async function migrate(target: string | MysqlQueryable, options: { table?: string } = {}): Promise<void> {
+  if (typeof target !== 'string') return migrateMysql(target, options.table);
+  const conn = await mysql.createConnection(parseMysqlUrl(new URL(target)).config);
+  try {
+    await migrateMysql(conn, options.table);
+  } finally {
+    await conn.end();
+  }
+}
+
+/** What the server calls its session variables: MariaDB before 11.1 knows only `tx_isolation`, MySQL 8 only `transaction_isolation`; only MariaDB ends idle transactions. */
+async function serverVariables(pool: mysql.Pool): Promise<{ isolationVariable: string; mariadb: boolean }> {
+  const [rows] = await pool.query('SELECT @@version AS v');
+  const v = Array.isArray(rows) ? String((rows[0] as { v?: unknown } | undefined)?.v ?? '') : '';
+  const m = /^(\d+)\.(\d+)/.exec(v);
+  const [major, minor] = [Number(m?.[1] ?? 0), Number(m?.[2] ?? 0)];
+  const mariadb = /mariadb/i.test(v);
+  return { isolationVariable: mariadb && (major < 11 || (major === 11 && minor < 1)) ? 'tx_isolation' : 'transaction_isolation', mariadb };
+}
+
+async function open(pool: mysql.Pool, ownsPool: boolean, o: MysqlOptions): Promise<SqlBackend> {
+  const prefix = o.table ?? 'locksmith';
+  const tables = tablesOf(prefix);
+  if (o.migrate) await migrateMysql(pool, prefix);
+  try {
+    await pool.query(`SELECT 1 FROM ${tables.locks} WHERE 1 = 0`);
+  } catch (err) {
+    if ((err as { code?: unknown }).code === 'ER_NO_SUCH_TABLE') throw missingTable('mysql', tables.locks, err);
+    throw err;
+  }
+  const engine = new MysqlEngine(pool, {
+    tables,
+    batch: ownsPool,
+    lockTimeoutMs: o.lockTimeoutMs ?? 2_000,
+    ...(await serverVariables(pool)),
+    ownsPool,
+  });
+  return new SqlBackend(engine, { pollMs: o.pollMs ?? 50, secrets: o.secrets ?? [] });
+}

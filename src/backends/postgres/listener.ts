@@ -1,0 +1,84 @@
+/**
+ * One dedicated LISTEN connection per backend: a NOTIFY of a lock id wakes that id's local
+ * waiters. After the connection breaks it reconnects with a growing, capped delay and wakes
+ * every waiter (a NOTIFY may have been missed meanwhile); the waiters' bounded fallback poll
+ * covers the gap (docs/backends/postgres.md, "Waiting").
+ */
+import type pg from 'pg';
+
+const RETRY_MIN_MS = 100;
+const RETRY_MAX_MS = 5_000;
+
+/** The LISTEN connection of one backend. */
+export class PgListener {
+  readonly #pool: pg.Pool;
+  readonly #channel: string;
+  readonly #onChange: (lockId: string | undefined) => void;
+  #client: pg.PoolClient | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #retryMs = RETRY_MIN_MS;
+  #closed = false;
+
+  constructor(pool: pg.Pool, channel: string, onChange: (lockId: string | undefined) => void) {
+    this.#pool = pool;
+    this.#channel = channel;
+    this.#onChange = onChange;
+  }
+
+  /** Connect and LISTEN (rejects when the first connection fails). */
+  async start(): Promise<void> {
+    const client = await this.#pool.connect();
+    const lost = (): void => this.#lost(client);
+    client.on('error', lost);
+    client.on('end', lost);
+    client.on('notification', (m) => {
+      if (m.channel === this.#channel && m.payload !== undefined) this.#onChange(m.payload);
+    });
+    try {
+      await client.query(`LISTEN ${this.#channel}`);
+    } catch (err) {
+      client.release(true);
+      throw err;
+    }
+    if (this.#closed) {
+      client.release(true);
+      return;
+    }
+    this.#client = client;
+    this.#retryMs = RETRY_MIN_MS;
+  }
+
+  #lost(client: pg.PoolClient): void {
+    if (this.#client !== client) return;
+    this.#client = undefined;
+    client.release(true);
+    this.#onChange(undefined);
+    this.#schedule();
+  }
+
+  #schedule(): void {
+    if (this.#closed || this.#timer) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.start().then(
+        () => this.#onChange(undefined),
+        () => {
+          this.#retryMs = Math.min(RETRY_MAX_MS, this.#retryMs * 2);
+          this.#schedule();
+        },
+      );
+    }, this.#retryMs);
+    // Background: a reconnect must not keep the process alive.
+    this.#timer.unref();
+  }
+
+  /** Stop listening and give the connection back (destroyed). */
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const client = this.#client;
+    this.#client = undefined;
+    client?.release(true);
+  }
+}

@@ -1,0 +1,283 @@
+/**
+ * The SQL lease backend shared by PostgreSQL and MySQL/MariaDB: one lock row per lock id
+ * (its fencing token and queue counter, never deleted), one row per hold with its expiry on
+ * the database's clock, and an optional queue of waiters. Every operation is one short
+ * transaction that locks the lock row first; nothing depends on a session, so any pool (or a
+ * transaction-pooling proxy) works. See docs/backends/postgres.md and docs/backends/mysql.md.
+ */
+import {
+  BackendUnavailableError,
+  LockLostError,
+  raceAbort,
+  unavailable,
+  type AcquireRequest,
+  type AcquireResult,
+  type Backend,
+  type Capabilities,
+  type Extension,
+  type Grant,
+  type LockState,
+} from '../kit.js';
+import { decide, nextExpiryMs, US, view, type LockView } from './state.js';
+import { big, micros, parseState, Statements } from './statements.js';
+import type { HolderRow, LockRow, SqlEngine, SqlResult, SqlTicket, Stmt } from './types.js';
+import { Wakeups } from './wakeups.js';
+
+/** Options of a {@link SqlBackend}. */
+export interface SqlBackendOptions {
+  /** Longest sleep of a waiter between two attempts (the poll, or the fallback of NOTIFY). */
+  readonly pollMs: number;
+  /** Secrets never to show in an error message (the URL's password). */
+  readonly secrets?: readonly string[];
+}
+
+/** Without a queue position (a transient conflict), look again after this long. */
+const UNQUEUED_RETRY_MS = 20;
+/** For {@link SqlBackend.#oneTrip} callers that change nothing others wait for. */
+const NEVER = (): boolean => false;
+/** A transient conflict in release is retried this many times. */
+const RELEASE_TRIES = 3;
+
+/** What every SQL backend can do. */
+export function sqlCapabilities(notify: boolean): Capabilities {
+  return Object.freeze({ fair: true, shared: true, permits: true, notify, lockDelay: true, reentrant: true });
+}
+
+/** The shared SQL backend; an engine module supplies the driver half ({@link SqlEngine}). */
+export class SqlBackend implements Backend<SqlTicket, undefined> {
+  readonly name: string;
+  readonly capabilities: Capabilities;
+  readonly #engine: SqlEngine;
+  readonly #st: Statements;
+  readonly #wakeups = new Wakeups();
+  readonly #pollMs: number;
+  readonly #waiterTtlMs: number;
+  readonly #secrets: readonly string[];
+  #closed = false;
+
+  constructor(engine: SqlEngine, options: SqlBackendOptions) {
+    this.name = engine.name;
+    this.#engine = engine;
+    this.#st = new Statements(engine.tables, engine.nowSql);
+    this.#pollMs = options.pollMs;
+    // A waiter re-attempts at least every third of this (see waitForChange); one that stops is dropped after it.
+    this.#waiterTtlMs = Math.max(5_000, 4 * options.pollMs);
+    this.#secrets = options.secrets ?? [];
+    this.capabilities = sqlCapabilities(engine.notifies);
+    engine.onChange((lockId, head) => (lockId === undefined ? this.#wakeups.wakeAll() : this.#wakeups.wake(lockId, head)));
+  }
+
+  async tryAcquire(req: AcquireRequest<SqlTicket>): Promise<AcquireResult<SqlTicket, undefined>> {
+    try {
+      return await raceAbort(this.#attempt(req), req.signal);
+    } catch (err) {
+      if (req.signal.aborted) throw err;
+      if (!this.#engine.isTransient(err)) throw this.#fail(`acquire of '${req.lockId}'`, err);
+      // Another transaction held the lock row past the lock-wait bound: just another contended attempt.
+      return { granted: false, contended: { ticket: req.wait ? req.ticket : undefined } };
+    }
+  }
+
+  /** One attempt in two round trips: lock row and state; then the writes with the COMMIT. */
+  async #attempt(req: AcquireRequest<SqlTicket>): Promise<AcquireResult<SqlTicket, undefined>> {
+    const { lockId } = req;
+    const lockStmts = this.#engine.lockRow(lockId);
+    const step = await this.#engine.transaction(async (tx) => {
+      const first = await tx.run([...lockStmts, this.#st.state(lockId)]);
+      const row = this.#engine.parseLockRow(first.slice(0, lockStmts.length));
+      const raw = parseState(first[lockStmts.length]);
+      const v = view(row.nowUs, raw.holders, raw.queue);
+      const writes = this.#st.purge(lockId, row.nowUs, v.staleHolders, v.staleWaiters);
+      const s = this.#decide(req, row, v, writes);
+      if (s.changed) writes.push(...this.#engine.announce(lockId));
+      await tx.run(writes, true);
+      return s;
+    });
+    if (step.changed) this.#wakeups.wake(lockId, step.head);
+    return step.value;
+  }
+
+  /** Decide the attempt and queue its writes. */
+  #decide(req: AcquireRequest<SqlTicket>, row: LockRow, v: LockView, writes: Stmt[]): Step<AcquireResult<SqlTicket, undefined>> {
+    let changed = v.staleHolders || v.staleWaiters;
+    const seq = req.ticket?.seq;
+    const d = decide(v, req, seq);
+    if (d.type !== 'contended') {
+      const head = v.queue.find((w) => w.seq !== seq)?.seq;
+      // Leaving the queue may let the next waiters in (readers, permits).
+      if (seq !== undefined && v.queue.some((w) => w.seq === seq)) {
+        writes.push(this.#st.deleteWaiter(req.lockId, seq));
+        changed = true;
+      }
+      const expiresUs = row.nowUs + req.ttlMs * US;
+      let token: bigint;
+      if (d.type === 'reenter') {
+        token = d.holder.token;
+        writes.push(this.#st.reenter(req.lockId, token, expiresUs));
+      } else {
+        token = row.token + 1n;
+        writes.push(this.#st.setCounters(req.lockId, token, row.seq), this.#st.insertHolder(req.lockId, holderOf(req, token, expiresUs)));
+      }
+      // The lease ends at db-now + ttl, and db-now is after the core sent the request: ttlMs holds.
+      const grant: Grant<undefined> = {
+        lockId: req.lockId,
+        kind: req.kind,
+        ownerId: req.ownerId,
+        token,
+        ttlMs: req.ttlMs,
+        reentered: d.type === 'reenter',
+        data: undefined,
+      };
+      return { value: { granted: true, grant }, changed, head };
+    }
+    const head = v.queue[0]?.seq ?? (req.wait ? row.seq + 1n : undefined);
+    if (!req.wait) return { value: { granted: false, contended: { ticket: undefined } }, changed, head };
+    return { value: { granted: false, contended: { ticket: this.#queue(row, v, req, d.mine?.seq, writes) } }, changed, head };
+  }
+
+  /** Keep (or take) a place in the queue, its expiry pushed forward by this attempt. */
+  #queue(row: LockRow, v: LockView, req: AcquireRequest<SqlTicket>, mine: bigint | undefined, writes: Stmt[]): SqlTicket {
+    const expiresUs = row.nowUs + this.#waiterTtlMs * US;
+    let seq = mine;
+    if (seq !== undefined) writes.push(this.#st.refreshWaiter(req.lockId, seq, expiresUs));
+    else {
+      seq = row.seq + 1n;
+      writes.push(
+        this.#st.setCounters(req.lockId, row.token, seq),
+        this.#st.insertWaiter(req.lockId, { seq, ownerId: req.ownerId, kind: req.kind, permits: req.permits, expiresUs }),
+      );
+    }
+    const at = v.queue.findIndex((w) => w.seq === seq);
+    return { seq, retryMs: nextExpiryMs(v), ahead: at >= 0 ? at : v.queue.length };
+  }
+
+  async waitForChange(lockId: string, ticket: SqlTicket | undefined, signal: AbortSignal): Promise<void> {
+    if (!ticket) return this.#wakeups.wait(lockId, undefined, UNQUEUED_RETRY_MS, signal);
+    const base = Math.min(this.#pollMs, ticket.retryMs);
+    // Further back, poll less (the first waiter is woken by the changes that matter); never
+    // so long that the queue row, refreshed by each attempt, could expire meanwhile.
+    const ms = Math.min(base * (1 + ticket.ahead), Math.max(base, Math.min(ticket.retryMs, this.#waiterTtlMs / 3)));
+    await this.#wakeups.wait(lockId, ticket.seq, ms, signal);
+  }
+
+  async cancel(req: AcquireRequest<SqlTicket>, ticket: SqlTicket | undefined): Promise<void> {
+    const stmts = [
+      ...(ticket ? [this.#st.deleteWaiter(req.lockId, ticket.seq)] : []),
+      ...(req.freshOwner ? this.#st.deleteOwner(req.lockId, req.ownerId) : []),
+    ];
+    if (stmts.length === 0) return;
+    try {
+      const removed = (rs: readonly SqlResult[]): boolean => rs.some((r) => r.affected > 0);
+      await this.#oneTrip(req.lockId, stmts, removed, removed);
+    } catch (err) {
+      throw this.#fail(`cancel on '${req.lockId}'`, err);
+    }
+  }
+
+  async extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
+    let held: boolean;
+    try {
+      held = await this.#oneTrip(
+        grant.lockId,
+        [this.#st.extend(grant.lockId, grant.token, grant.ownerId, ttlMs)],
+        NEVER,
+        (rs) => (rs[0]?.affected ?? 0) > 0,
+      );
+    } catch (err) {
+      throw this.#fail(`extend of '${grant.lockId}'`, err);
+    }
+    if (!held) throw new LockLostError(grant.lockId, 'not-held', { context: { backend: this.name } });
+    return { ttlMs };
+  }
+
+  async release(grant: Grant<undefined>): Promise<boolean> {
+    const stmts = this.#st.release(grant.lockId, grant.token, grant.ownerId);
+    const released = (rs: readonly SqlResult[]): boolean => (rs[0]?.affected ?? 0) > 0;
+    for (let i = 1; ; i += 1) {
+      try {
+        return await this.#oneTrip(grant.lockId, stmts, released, released);
+      } catch (err) {
+        if (i >= RELEASE_TRIES || !this.#engine.isTransient(err)) throw this.#fail(`release of '${grant.lockId}'`, err);
+      }
+    }
+  }
+
+  /**
+   * Lock row, `stmts`, the announcement and the COMMIT in one round trip. `changed` tells
+   * from the results of `stmts` whether local waiters should be woken; `value` what to return.
+   */
+  async #oneTrip<T>(
+    lockId: string,
+    stmts: readonly Stmt[],
+    changed: (rs: readonly SqlResult[]) => boolean,
+    value: (rs: readonly SqlResult[]) => T,
+  ): Promise<T> {
+    const lockStmts = this.#engine.lockRow(lockId);
+    const tail = changed === NEVER ? [] : [this.#st.head(lockId), ...this.#engine.announce(lockId)];
+    const rs = await this.#engine.transaction((tx) => tx.run([...lockStmts, ...stmts, ...tail], true));
+    const mine = rs.slice(lockStmts.length, lockStmts.length + stmts.length);
+    if (changed(mine)) {
+      const head = rs[lockStmts.length + stmts.length]?.rows[0]?.['seq'];
+      this.#wakeups.wake(lockId, head === undefined ? undefined : big(head));
+    }
+    return value(mine);
+  }
+
+  async inspect(lockId: string): Promise<LockState> {
+    try {
+      const [now, state, last] = await this.#engine.transaction((tx) =>
+        tx.run([this.#st.now(), this.#st.state(lockId), this.#st.lastToken(lockId)], true),
+      );
+      const nowUs = micros(now?.rows[0]?.['now_us']);
+      const raw = parseState(state);
+      const v = view(nowUs, raw.holders, raw.queue);
+      const lastRow = last?.rows[0];
+      const lastToken = lastRow === undefined ? 0n : big(lastRow['token']);
+      const holders = v.holders
+        .filter((h) => h.expiresUs > nowUs)
+        .map((h) => ({
+          ownerId: h.ownerId,
+          kind: h.kind,
+          token: h.token,
+          count: h.count,
+          expiresInMs: Math.round((h.expiresUs - nowUs) / US),
+        }));
+      return { lockId, holders, waiters: v.queue.length, ...(lastToken > 0n ? { lastToken } : {}) };
+    } catch (err) {
+      throw this.#fail(`inspect of '${lockId}'`, err);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#wakeups.wakeAll();
+    await this.#engine.close();
+  }
+
+  #fail(what: string, err: unknown): Error {
+    if (this.#engine.isMissingTable(err)) return missingTable(this.name, this.#engine.tables.locks, err);
+    return unavailable(this.name, what, err, { secrets: this.#secrets });
+  }
+}
+
+/** What one transaction produced, whether others should hear of it, and who waits first now. */
+interface Step<T> {
+  readonly value: T;
+  readonly changed: boolean;
+  readonly head: bigint | undefined;
+}
+
+function holderOf(req: AcquireRequest<SqlTicket>, token: bigint, expiresUs: number): HolderRow {
+  return { token, ownerId: req.ownerId, kind: req.kind, count: 1, expiresUs, lockDelayMs: req.lockDelayMs };
+}
+
+/** The typed error for lock tables that were never created. */
+export function missingTable(engine: string, table: string, cause: unknown): BackendUnavailableError {
+  return new BackendUnavailableError(
+    engine,
+    `${engine}: the lock table '${table}' does not exist: run migrate() from 'locksmith-dlm/${engine}', ` +
+      `add ?migrate=true to the URL, or apply the DDL of docs/backends/${engine}.md`,
+    { cause, context: { table, causeCode: 'MISSING_TABLE' } },
+  );
+}

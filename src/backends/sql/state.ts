@@ -1,0 +1,100 @@
+/**
+ * The lease-row state machine, apart from any driver: given what one transaction read under
+ * the lock row (holders, queue, the database's clock), decide what an attempt does. The
+ * compatibility and queue rules are the memory backend's (docs/backends/memory.md), so every
+ * engine grants the same way.
+ */
+import type { AcquireRequest, LockKind } from '../kit.js';
+import type { HolderRow, WaiterRow } from './types.js';
+
+/** µs per ms. */
+export const US = 1000;
+
+const exclusive = (k: LockKind): boolean => k === 'mutex' || k === 'write';
+
+/** Until when a hold keeps others out: its lease, plus the lock delay if it is never released. */
+export function blocksUntilUs(h: HolderRow): number {
+  return h.expiresUs + h.lockDelayMs * US;
+}
+
+/** The state of one lock id as a transaction sees it. */
+export interface LockView {
+  readonly nowUs: number;
+  /** Holds that still block (alive, or expired within their lock delay). */
+  readonly holders: readonly HolderRow[];
+  /** Unexpired waiters, in sequence order. */
+  readonly queue: readonly WaiterRow[];
+  /** Rows that expired and are to be deleted. */
+  readonly staleHolders: boolean;
+  readonly staleWaiters: boolean;
+}
+
+/** Split raw rows into live ones and the fact that stale ones exist. */
+export function view(nowUs: number, holders: readonly HolderRow[], queue: readonly WaiterRow[]): LockView {
+  const live = holders.filter((h) => blocksUntilUs(h) > nowUs);
+  const waiting = queue.filter((w) => w.expiresUs > nowUs).sort((a, b) => (a.seq < b.seq ? -1 : a.seq > b.seq ? 1 : 0));
+  return {
+    nowUs,
+    holders: live,
+    queue: waiting,
+    staleHolders: live.length !== holders.length,
+    staleWaiters: waiting.length !== queue.length,
+  };
+}
+
+/** What an attempt does. */
+export type Decision =
+  | { readonly type: 'reenter'; readonly holder: HolderRow }
+  | { readonly type: 'grant' }
+  | { readonly type: 'contended'; readonly mine: WaiterRow | undefined };
+
+/** The same owner holding the same kind (alive) re-enters; semaphores never do. */
+export function reentry(v: LockView, req: AcquireRequest<unknown>): HolderRow | undefined {
+  if (req.kind === 'semaphore') return undefined;
+  return v.holders.find((h) => h.ownerId === req.ownerId && h.kind === req.kind && h.expiresUs > v.nowUs);
+}
+
+/** Can `req` hold beside `holders`? One id is one lock across kinds. */
+export function compatible(holders: readonly HolderRow[], req: Pick<AcquireRequest<unknown>, 'kind' | 'permits'>): boolean {
+  switch (req.kind) {
+    case 'mutex':
+    case 'write':
+      return holders.length === 0;
+    case 'read':
+      return holders.every((h) => h.kind === 'read');
+    case 'semaphore':
+      return holders.every((h) => h.kind === 'semaphore') && holders.length < req.permits;
+  }
+}
+
+/** Does the queue let `req` through, given the waiters ahead of it? */
+export function queueAllows(req: AcquireRequest<unknown>, ahead: readonly WaiterRow[], holders: number): boolean {
+  // Readers never pass a waiting writer, fair or not: a stream of readers must not starve it.
+  if (req.kind === 'read') return !ahead.some((w) => exclusive(w.kind));
+  if (!req.fair) return true;
+  if (req.kind === 'semaphore') return ahead.length < req.permits - holders;
+  return ahead.length === 0;
+}
+
+/** Decide one attempt of `req` (whose queue row, if any, has sequence `seq`). */
+export function decide(v: LockView, req: AcquireRequest<unknown>, seq: bigint | undefined): Decision {
+  const again = reentry(v, req);
+  if (again) return { type: 'reenter', holder: again };
+  const at = seq === undefined ? -1 : v.queue.findIndex((w) => w.seq === seq);
+  const mine = at >= 0 ? v.queue[at] : undefined;
+  const ahead = at >= 0 ? v.queue.slice(0, at) : v.queue;
+  if (compatible(v.holders, req) && queueAllows(req, ahead, v.holders.length)) return { type: 'grant' };
+  return { type: 'contended', mine };
+}
+
+/**
+ * How long a contended waiter may sleep before something it saw can change by itself: the
+ * next expiry of a hold (plus its lock delay) or of a waiter ahead. Notifications cover the
+ * rest (releases, cancels, grants).
+ */
+export function nextExpiryMs(v: LockView): number {
+  let at = Number.POSITIVE_INFINITY;
+  for (const h of v.holders) at = Math.min(at, h.expiresUs > v.nowUs ? h.expiresUs : blocksUntilUs(h));
+  for (const w of v.queue) at = Math.min(at, w.expiresUs);
+  return at === Number.POSITIVE_INFINITY ? at : Math.max(1, Math.ceil((at - v.nowUs) / US) + 1);
+}

@@ -1,0 +1,172 @@
+/**
+ * The statements both engines share, written in the SQL both understand (`?` placeholders;
+ * PostgreSQL's driver numbers them). Every statement runs inside a transaction that holds
+ * the lock row first, so statements of one lock id are serialized and no statement waits
+ * on another lock id's rows. Times are µs of the database's clock (docs/backends/postgres.md).
+ */
+import { InvalidArgumentError, type LockKind } from '../kit.js';
+import type { HolderRow, SqlResult, SqlTables, SqlValue, Stmt, WaiterRow } from './types.js';
+
+/** Table prefixes are spliced into SQL: only plain identifiers. */
+const IDENT = /^[a-z_][a-z0-9_]{0,40}$/;
+
+/** The three table names for `prefix` (throws `InvalidArgumentError` for a bad prefix). */
+export function tablesOf(prefix: string): SqlTables {
+  if (!IDENT.test(prefix)) {
+    throw new InvalidArgumentError('table', `table prefix must match ${IDENT.source}, got '${prefix}'`);
+  }
+  return { locks: `${prefix}_locks`, holders: `${prefix}_holders`, queue: `${prefix}_queue` };
+}
+
+const KINDS: readonly LockKind[] = ['mutex', 'read', 'write', 'semaphore'];
+
+function text(v: unknown): string {
+  return Buffer.isBuffer(v) ? v.toString('utf8') : String(v);
+}
+
+function kindOf(v: unknown): LockKind {
+  const k = KINDS.find((x) => x === text(v));
+  if (k === undefined) throw new Error(`unknown lock kind '${text(v)}' in the holders table`);
+  return k;
+}
+
+/** A bigint column, whatever the driver made of it (string, number, bigint). */
+export function big(v: unknown): bigint {
+  return BigInt(typeof v === 'bigint' || typeof v === 'number' ? v : text(v));
+}
+
+/** A µs column as a number (exact: µs since 1970 stay below 2^53 until the year 2255). */
+export function micros(v: unknown): number {
+  return Number(typeof v === 'bigint' || typeof v === 'number' ? v : text(v));
+}
+
+/** The statements of one table set. */
+export class Statements {
+  readonly #t: SqlTables;
+  /** The engine's clock expression (µs since the epoch, evaluated in the statement). */
+  readonly #now: string;
+
+  constructor(tables: SqlTables, nowSql: string) {
+    this.#t = tables;
+    this.#now = nowSql;
+  }
+
+  /** Holders and queue of one id in one statement (`t` tells the tables apart); see {@link parseState}. */
+  state(lockId: string): Stmt {
+    return {
+      sql: `SELECT 'h' AS t, token AS n, owner_id, kind, count AS c, expires_us, lock_delay_ms AS d FROM ${this.#t.holders} WHERE lock_id = ?
+       UNION ALL
+       SELECT 'q' AS t, seq AS n, owner_id, kind, permits AS c, expires_us, 0 AS d FROM ${this.#t.queue} WHERE lock_id = ?`,
+      params: [lockId, lockId],
+    };
+  }
+
+  /** Delete holds past their lease and lock delay, and waiters past their expiry. */
+  purge(lockId: string, nowUs: number, holders: boolean, waiters: boolean): Stmt[] {
+    const out: Stmt[] = [];
+    if (holders)
+      out.push({
+        sql: `DELETE FROM ${this.#t.holders} WHERE lock_id = ? AND expires_us + lock_delay_ms * 1000 <= ?`,
+        params: [lockId, nowUs],
+      });
+    if (waiters) out.push({ sql: `DELETE FROM ${this.#t.queue} WHERE lock_id = ? AND expires_us <= ?`, params: [lockId, nowUs] });
+    return out;
+  }
+
+  /** Store the counters of the lock row (under its lock: tokens and sequences only grow). */
+  setCounters(lockId: string, token: bigint, seq: bigint): Stmt {
+    return { sql: `UPDATE ${this.#t.locks} SET token = ?, seq = ? WHERE lock_id = ?`, params: [token.toString(), seq.toString(), lockId] };
+  }
+
+  insertHolder(lockId: string, h: HolderRow): Stmt {
+    return {
+      sql: `INSERT INTO ${this.#t.holders} (lock_id, token, owner_id, kind, count, expires_us, lock_delay_ms) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      params: [lockId, h.token.toString(), h.ownerId, h.kind, h.count, h.expiresUs, h.lockDelayMs],
+    };
+  }
+
+  /** One more entry into a hold, its lease stretched to `expiresUs` (never shortened). */
+  reenter(lockId: string, token: bigint, expiresUs: number): Stmt {
+    return {
+      sql: `UPDATE ${this.#t.holders} SET count = count + 1, expires_us = GREATEST(expires_us, ?) WHERE lock_id = ? AND token = ?`,
+      params: [expiresUs, lockId, token.toString()],
+    };
+  }
+
+  /** Stretch a live hold of `owner` to now + `ttlMs` on the database's clock (affects 0 rows when not held). */
+  extend(lockId: string, token: bigint, ownerId: string, ttlMs: number): Stmt {
+    return {
+      sql: `UPDATE ${this.#t.holders} SET expires_us = GREATEST(expires_us, ${this.#now} + ?)
+            WHERE lock_id = ? AND token = ? AND owner_id = ? AND expires_us > ${this.#now}`,
+      params: [Math.round(ttlMs * 1000), lockId, token.toString(), ownerId],
+    };
+  }
+
+  /**
+   * One exit from a live hold, then its deletion at zero (a clean release leaves no lock
+   * delay). The first statement affects 0 rows when the hold is not live any more.
+   */
+  release(lockId: string, token: bigint, ownerId: string): Stmt[] {
+    const key: SqlValue[] = [lockId, token.toString(), ownerId];
+    return [
+      {
+        sql: `UPDATE ${this.#t.holders} SET count = count - 1 WHERE lock_id = ? AND token = ? AND owner_id = ? AND expires_us > ${this.#now}`,
+        params: key,
+      },
+      { sql: `DELETE FROM ${this.#t.holders} WHERE lock_id = ? AND token = ? AND owner_id = ? AND count <= 0`, params: key },
+    ];
+  }
+
+  insertWaiter(lockId: string, w: WaiterRow): Stmt {
+    return {
+      sql: `INSERT INTO ${this.#t.queue} (lock_id, seq, owner_id, kind, permits, expires_us) VALUES (?, ?, ?, ?, ?, ?)`,
+      params: [lockId, w.seq.toString(), w.ownerId, w.kind, w.permits, w.expiresUs],
+    };
+  }
+
+  refreshWaiter(lockId: string, seq: bigint, expiresUs: number): Stmt {
+    return { sql: `UPDATE ${this.#t.queue} SET expires_us = ? WHERE lock_id = ? AND seq = ?`, params: [expiresUs, lockId, seq.toString()] };
+  }
+
+  deleteWaiter(lockId: string, seq: bigint): Stmt {
+    return { sql: `DELETE FROM ${this.#t.queue} WHERE lock_id = ? AND seq = ?`, params: [lockId, seq.toString()] };
+  }
+
+  /** Everything of one owner (an attempt whose reply was lost may have left a hold or a waiter). */
+  deleteOwner(lockId: string, ownerId: string): Stmt[] {
+    return [
+      { sql: `DELETE FROM ${this.#t.holders} WHERE lock_id = ? AND owner_id = ?`, params: [lockId, ownerId] },
+      { sql: `DELETE FROM ${this.#t.queue} WHERE lock_id = ? AND owner_id = ?`, params: [lockId, ownerId] },
+    ];
+  }
+
+  /** The first live waiter's sequence (no row when nobody waits). */
+  head(lockId: string): Stmt {
+    return {
+      sql: `SELECT seq FROM ${this.#t.queue} WHERE lock_id = ? AND expires_us > ${this.#now} ORDER BY seq LIMIT 1`,
+      params: [lockId],
+    };
+  }
+
+  /** The clock (no lock taken), for `inspect`. */
+  now(): Stmt {
+    return { sql: `SELECT ${this.#now} AS now_us`, params: [] };
+  }
+
+  /** The last token issued for `lockId` (no lock taken), for `inspect`. */
+  lastToken(lockId: string): Stmt {
+    return { sql: `SELECT token FROM ${this.#t.locks} WHERE lock_id = ?`, params: [lockId] };
+  }
+}
+
+/** Holders and queue from the result of {@link Statements.state}. */
+export function parseState(r: SqlResult | undefined): { holders: HolderRow[]; queue: WaiterRow[] } {
+  const holders: HolderRow[] = [];
+  const queue: WaiterRow[] = [];
+  for (const row of r?.rows ?? []) {
+    const common = { ownerId: text(row['owner_id']), kind: kindOf(row['kind']), expiresUs: micros(row['expires_us']) };
+    if (text(row['t']) === 'h') holders.push({ ...common, token: big(row['n']), count: Number(row['c']), lockDelayMs: Number(row['d']) });
+    else queue.push({ ...common, seq: big(row['n']), permits: Number(row['c']) });
+  }
+  return { holders, queue };
+}

@@ -1,0 +1,110 @@
+/**
+ * What the shared SQL algorithm (docs/backends/postgres.md, docs/backends/mysql.md) needs
+ * from an engine: one transaction on one pooled connection, the lock row taken with the
+ * database's clock read after the lock, and (optionally) a wake-up sent on commit.
+ */
+import type { LockKind } from '../kit.js';
+
+/** A statement parameter. Times travel as microseconds of the database's clock. */
+export type SqlValue = string | number | bigint | null;
+
+/** What a statement returned. */
+export interface SqlResult {
+  readonly rows: readonly Record<string, unknown>[];
+  /** Rows inserted, updated or deleted. */
+  readonly affected: number;
+}
+
+/** One statement with `?` placeholders and their values. */
+export interface Stmt {
+  readonly sql: string;
+  readonly params: readonly SqlValue[];
+}
+
+/** The statements of one transaction, sent in as few round trips as the engine can. */
+export interface SqlTx {
+  /**
+   * Run `stmts` in order (one round trip where the engine can batch them) and return one
+   * result per statement. `commit` appends the COMMIT to the same round trip.
+   */
+  run(stmts: readonly Stmt[], commit?: boolean): Promise<SqlResult[]>;
+}
+
+/** The lock row of one lock id, locked by the running transaction. */
+export interface LockRow {
+  /** The last fencing token issued for the id (0 before the first grant). */
+  readonly token: bigint;
+  /** The last queue sequence number issued for the id. */
+  readonly seq: bigint;
+  /** The database's clock in µs since the epoch, read after the row lock was taken. */
+  readonly nowUs: number;
+}
+
+/** The table names of one lock table set (validated: letters, digits, underscores). */
+export interface SqlTables {
+  readonly locks: string;
+  readonly holders: string;
+  readonly queue: string;
+}
+
+/** The engine half of a SQL backend: a driver, its dialect, its wake-ups. */
+export interface SqlEngine {
+  /** `postgres` or `mysql`. */
+  readonly name: string;
+  readonly tables: SqlTables;
+  /**
+   * Run `work` in one READ COMMITTED transaction with a short lock-wait bound (the BEGIN
+   * travels with the first statements); commit after it unless it committed itself; roll
+   * back on error.
+   */
+  transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T>;
+  /** The statements that create (if missing) and lock the row of `lockId`, then read the clock. */
+  lockRow(lockId: string): Stmt[];
+  /** The {@link LockRow} from the results of exactly the {@link lockRow} statements. */
+  parseLockRow(results: readonly SqlResult[]): LockRow;
+  /** An SQL expression: the database's clock in µs since the epoch, read when it is evaluated. */
+  readonly nowSql: string;
+  /**
+   * Statements that tell other clients, on commit, that `lockId` changed and which waiter is
+   * first now (none without notifications, or when nobody waits).
+   */
+  announce(lockId: string): Stmt[];
+  /** Deliver notifications: a lock id and its first waiter, or `undefined` when some may have been missed. */
+  onChange(listener: (lockId: string | undefined, head: bigint | undefined) => void): void;
+  /** True when the engine delivers notifications (LISTEN/NOTIFY). */
+  readonly notifies: boolean;
+  /** A lock wait that timed out, a deadlock, a serialization failure: try again. */
+  isTransient(err: unknown): boolean;
+  /** The lock tables do not exist (not migrated). */
+  isMissingTable(err: unknown): boolean;
+  close(): Promise<void>;
+}
+
+/** One hold as stored in the holders table. */
+export interface HolderRow {
+  readonly token: bigint;
+  readonly ownerId: string;
+  readonly kind: LockKind;
+  readonly count: number;
+  readonly expiresUs: number;
+  readonly lockDelayMs: number;
+}
+
+/** One queued acquisition as stored in the queue table. */
+export interface WaiterRow {
+  readonly seq: bigint;
+  readonly ownerId: string;
+  readonly kind: LockKind;
+  readonly permits: number;
+  readonly expiresUs: number;
+}
+
+/** The queue position a contended waiting attempt leaves behind. */
+export interface SqlTicket {
+  /** The queue row's sequence number. */
+  readonly seq: bigint;
+  /** Look again after this long at the latest: the next holder or waiter expiry the attempt saw. */
+  readonly retryMs: number;
+  /** Waiters ahead of this one when the attempt looked (behind others, it polls less often). */
+  readonly ahead: number;
+}

@@ -1,0 +1,94 @@
+/**
+ * Local wake-ups of the waiters of one SQL backend. A waiter sleeps until the change that
+ * makes it the first waiter is heard of (a NOTIFY, or a commit of this very backend), or
+ * until a bounded, jittered timeout; the timeout bounds what a missed notification costs,
+ * and on MySQL, which has no notifications, it is the poll (docs/backends/mysql.md).
+ *
+ * Every change names the first waiter as the changing transaction saw it, and only that one
+ * is woken: if it is granted, its leaving the queue is itself a change that names the next
+ * one, so a release costs one attempt, not one per waiter. A change naming a waiter whose
+ * attempt is in flight is remembered, and its next wait returns at once: no wake-up is lost
+ * between an attempt and its sleep.
+ */
+
+interface Sleeper {
+  /** Queue position; undefined for a waiter without one (woken by every change). */
+  readonly order: bigint | undefined;
+  readonly wake: () => void;
+}
+
+/** Remembered heads are kept for at most this many ids; the map is then cleared (a poll at worst). */
+const MAX_REMEMBERED = 10_000;
+
+/** The sleepers of one backend, by lock id. */
+export class Wakeups {
+  readonly #byId = new Map<string, Set<Sleeper>>();
+  /** The head a change named while it was not asleep, by lock id. */
+  readonly #named = new Map<string, bigint>();
+
+  /**
+   * Sleep until a change names this sleeper (`order`) as the first waiter of `lockId`, `ms`
+   * pass (jittered by ±25 %), or `signal` aborts. Returns at once when such a change came
+   * while it was awake.
+   */
+  async wait(lockId: string, order: bigint | undefined, ms: number, signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted();
+    if (order !== undefined && this.#named.get(lockId) === order) {
+      this.#named.delete(lockId);
+      return;
+    }
+    let set = this.#byId.get(lockId);
+    if (!set) {
+      set = new Set();
+      this.#byId.set(lockId, set);
+    }
+    await this.#sleep(lockId, set, order, ms, signal);
+  }
+
+  #sleep(lockId: string, set: Set<Sleeper>, order: bigint | undefined, ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        set.delete(sleeper);
+        if (set.size === 0 && this.#byId.get(lockId) === set) this.#byId.delete(lockId);
+      };
+      const sleeper: Sleeper = {
+        order,
+        wake: () => {
+          done();
+          resolve();
+        },
+      };
+      const onAbort = (): void => {
+        done();
+        reject(signal.reason);
+      };
+      // Ref'd: a caller awaiting a lock keeps the process alive (docs/architecture.md).
+      const timer = setTimeout(sleeper.wake, Math.max(1, Math.round(ms * (0.75 + Math.random() * 0.5))));
+      set.add(sleeper);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** `lockId` changed and `head` waits first (undefined: nobody): wake it, and sleepers without a place. */
+  wake(lockId: string, head: bigint | undefined): void {
+    const set = this.#byId.get(lockId);
+    let woken = false;
+    for (const s of set ? [...set] : []) {
+      if (s.order === undefined) s.wake();
+      else if (s.order === head) {
+        s.wake();
+        woken = true;
+      }
+    }
+    if (woken || head === undefined) return;
+    if (this.#named.size >= MAX_REMEMBERED) this.#named.clear();
+    this.#named.set(lockId, head);
+  }
+
+  /** Wake everyone (a notification may have been missed: reconnect, close). */
+  wakeAll(): void {
+    for (const set of [...this.#byId.values()]) for (const s of [...set]) s.wake();
+  }
+}

@@ -1,0 +1,88 @@
+/** MariaDB beyond the conformance suite: the shared SQL cases of test/sql/cases.ts, the scheme alias, a user's pool. */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { describe, test } from 'node:test';
+import mysql from 'mysql2/promise';
+import { createLocker } from '../../src/index.js';
+import { createMysqlBackend, migrate } from '../../src/backends/mysql/index.js';
+import { adminMariaDb, startMariaDb } from '../../scripts/servers/mariadb.js';
+import { useServer } from '../helpers.js';
+import { sqlCases } from '../sql/cases.js';
+
+const server = await useServer(() => startMariaDb());
+const node = server.nodes[0]!;
+
+sqlCases({
+  name: 'mysql (MariaDB)',
+  url: `${server.url}?migrate=true`,
+  restart: () => node.restart(),
+  killConnections: async () => {
+    const rows = (await adminMariaDb(server.socket, ["SELECT id FROM information_schema.processlist WHERE user = 'locksmith'"])) as {
+      id: number;
+    }[];
+    for (const r of rows) await adminMariaDb(server.socket, [`KILL ${r.id}`]).catch(() => undefined);
+    return rows.length;
+  },
+});
+
+describe('mysql: scheme alias and pools', () => {
+  test('mariadb:// is the same backend', { timeout: 60_000 }, async () => {
+    const l = createLocker(`${server.url.replace(/^mysql:/, 'mariadb:')}?migrate=true`);
+    try {
+      const lock = await l.lock(`my:alias:${randomBytes(4).toString('hex')}`);
+      assert.equal((await l.backend()).name, 'mysql');
+      await lock.release();
+    } finally {
+      await l.close();
+    }
+  });
+
+  test('quotes and backslashes in lock ids stay data even in a NO_BACKSLASH_ESCAPES session', { timeout: 60_000 }, async () => {
+    const pool = mysql.createPool({ uri: server.url, connectionLimit: 2, multipleStatements: true });
+    pool.on('connection', (c) => {
+      c.query("SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_BACKSLASH_ESCAPES')");
+    });
+    try {
+      await migrate(pool, { table: 'quoting' });
+      const l = createLocker(await createMysqlBackend(pool, { table: 'quoting' }));
+      const ids = ["it's", 'back\\slash', "x\\'; DROP TABLE quoting_locks; -- ", 'x\\'];
+      const held = await Promise.all(ids.map((id) => l.lock(id)));
+      assert.equal(new Set(held.map((h) => h.lockId)).size, ids.length);
+      for (const h of held) assert.equal((await l.inspect(h.lockId)).holders.length, 1);
+      await Promise.all(held.map((h) => h.release()));
+      await l.close();
+      const [rows] = await pool.query('SELECT COUNT(*) AS n FROM quoting_locks');
+      assert.deepEqual(rows, [{ n: ids.length }], 'the table is there, one row per id');
+    } finally {
+      await pool.end();
+    }
+  });
+
+  test(
+    "a user's pool (one statement per round trip): migrate(pool), locks through it, close() leaves the pool open",
+    { timeout: 60_000 },
+    async () => {
+      const pool = mysql.createPool({ uri: server.url, connectionLimit: 4 });
+      try {
+        await migrate(pool, { table: 'userpool' });
+        const lockId = `my:pool:${randomBytes(4).toString('hex')}`;
+        const a = createLocker(await createMysqlBackend(pool, { table: 'userpool' }));
+        const b = createLocker(await createMysqlBackend(pool, { table: 'userpool' }));
+        const lock = await a.lock(lockId);
+        assert.equal(await b.tryLock(lockId), null);
+        const next = b.lock(lockId, { timeoutMs: 30_000 });
+        await lock.release();
+        const got = await next;
+        assert.ok(got.token > lock.token);
+        assert.equal((await b.inspect(lockId)).holders[0]?.token, got.token);
+        await got.release();
+        await a.close();
+        await b.close();
+        const [rows] = await pool.query('SELECT 1 AS one');
+        assert.deepEqual(rows, [{ one: 1 }], 'the pool is still usable');
+      } finally {
+        await pool.end();
+      }
+    },
+  );
+});

@@ -1,0 +1,94 @@
+/**
+ * PostgreSQL beyond the conformance suite: the shared SQL cases of test/sql/cases.ts, NOTIFY
+ * after the LISTEN connection was killed, the scheme alias, a user's pool.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, describe, test } from 'node:test';
+import pg from 'pg';
+import { createLocker, type Locker } from '../../src/index.js';
+import { createPostgresBackend, migrate } from '../../src/backends/postgres/index.js';
+import { admin, startPostgres } from '../../scripts/servers/postgres.js';
+import { useServer, waitingOn } from '../helpers.js';
+import { sqlCases } from '../sql/cases.js';
+
+const server = await useServer(() => startPostgres());
+const node = server.nodes[0]!;
+
+sqlCases({
+  name: 'postgres',
+  url: `${server.url}?migrate=true`,
+  restart: () => node.restart(),
+  killConnections: async () =>
+    (
+      await admin(node.port, [
+        "SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity WHERE usename = 'locksmith' AND pid <> pg_backend_pid()",
+      ])
+    ).length,
+});
+
+describe('postgres: wake-ups and pools', () => {
+  const lockers: Locker[] = [];
+  const client = (url: string): Locker => {
+    const l = createLocker(url);
+    lockers.push(l);
+    return l;
+  };
+  after(async () => {
+    await Promise.allSettled(lockers.map((l) => l.close()));
+  });
+
+  test('a waiter whose LISTEN connection was killed is still woken (its fallback poll is 60 s)', { timeout: 60_000 }, async () => {
+    const url = `${server.url}?migrate=true&pollMs=60000`;
+    const lockId = `pg:listen:${randomBytes(4).toString('hex')}`;
+    const a = client(url);
+    const b = client(url);
+    const held = await a.lock(lockId, { ttlMs: 60_000 });
+    await b.backend();
+    await admin(node.port, ["SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'locksmith'"]);
+    const waiting = waitingOn(b, lockId);
+    const next = b.lock(lockId, { ttlMs: 60_000, timeoutMs: 30_000 });
+    await waiting;
+    await held.release();
+    const got = await next;
+    assert.ok(got.token > held.token);
+    await got.release();
+  });
+
+  test('quotes, backslashes, placeholders and dollar quotes in lock ids stay data', { timeout: 60_000 }, async () => {
+    const l = client(`${server.url}?migrate=true`);
+    const ids = ["it's", 'back\\slash', "x\\'; DROP TABLE locksmith_locks; --", "? $1 $$ E''", "'"];
+    const held = await Promise.all(ids.map((id) => l.lock(id)));
+    for (const h of held) assert.equal((await l.inspect(h.lockId)).holders[0]?.token, h.token);
+    await Promise.all(held.map((h) => h.release()));
+    const rows = await admin(node.port, ['SELECT count(*)::int AS n FROM locksmith_locks'], 'locksmith');
+    assert.equal(rows.length, 1, 'the lock table is still there');
+  });
+
+  test('postgresql:// is the same backend', { timeout: 60_000 }, async () => {
+    const l = client(`${server.url.replace(/^postgres:/, 'postgresql:')}?migrate=true`);
+    const lock = await l.lock(`pg:alias:${randomBytes(4).toString('hex')}`);
+    assert.equal((await l.backend()).name, 'postgres');
+    await lock.release();
+  });
+
+  test("a user's pool: migrate(pool), locks through it, and close() leaves the pool open", { timeout: 60_000 }, async () => {
+    const pool = new pg.Pool({ connectionString: server.url, max: 4 });
+    try {
+      await migrate(pool, { table: 'userpool' });
+      const lockId = `pg:pool:${randomBytes(4).toString('hex')}`;
+      const a = createLocker(await createPostgresBackend(pool, { table: 'userpool' }));
+      const b = createLocker(await createPostgresBackend(pool, { table: 'userpool' }));
+      const lock = await a.lock(lockId);
+      assert.equal(await b.tryLock(lockId), null);
+      const next = b.lock(lockId, { timeoutMs: 30_000 });
+      await lock.release();
+      assert.ok((await next).token > lock.token);
+      await a.close();
+      await b.close();
+      assert.equal((await pool.query('SELECT 1 AS one')).rows[0]?.one, 1, 'the pool is still usable');
+    } finally {
+      await pool.end();
+    }
+  });
+});

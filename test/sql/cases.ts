@@ -1,0 +1,165 @@
+/**
+ * Cases both SQL engines must pass beyond the conformance suite (issue 11): the database
+ * restarted under a held lock, a holder's connections killed, clients with skewed clocks,
+ * a 1024-byte lock id, missing tables, bad URL parameters.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { after, describe, test } from 'node:test';
+import { BackendUnavailableError, createLocker, InvalidArgumentError, type Locker } from '../../src/index.js';
+import { aptInstall } from '../../scripts/servers/harness.js';
+import { eventually } from '../helpers.js';
+
+const execFileP = promisify(execFile);
+const T = { timeout: 120_000 };
+
+/** What an engine's test file hands over. */
+export interface SqlTarget {
+  readonly name: string;
+  /** The server's URL with `?migrate=true`. */
+  readonly url: string;
+  /** Crash and restart the server (same data). */
+  restart(): Promise<void>;
+  /** Kill every client connection of the test user (KILL / pg_terminate_backend); resolves with how many. */
+  killConnections(): Promise<number>;
+}
+
+/** Register the cases. */
+export function sqlCases(t: SqlTarget): void {
+  const open: Locker[] = [];
+  const client = (o: Parameters<typeof createLocker>[1] = {}): Locker => {
+    const l = createLocker(t.url, o);
+    open.push(l);
+    return l;
+  };
+  const id = (label: string): string => `sql:${label}:${randomBytes(5).toString('hex')}`;
+  after(async () => {
+    await Promise.allSettled(open.map((l) => l.close()));
+  });
+
+  describe(`${t.name}: leases live in the database, not in sessions`, () => {
+    test('a holder whose connections are killed keeps its lease; the lease, not the session, decides', T, async () => {
+      const lockId = id('killed');
+      const holder = client();
+      const lock = await holder.lock(lockId, { ttlMs: 10_000 });
+      assert.ok((await t.killConnections()) > 0, 'some connection was killed');
+      assert.equal(await client().tryLock(lockId), null, 'still held after its sessions died');
+      await lock.extend();
+      assert.equal(lock.signal.aborted, false);
+      const waiter = client().lock(lockId, { timeoutMs: 60_000 });
+      await lock.release();
+      const next = await waiter;
+      assert.ok(next.token > lock.token);
+      await next.release();
+    });
+
+    test('a crashed holder whose connections are gone still blocks until its lease ends', T, async () => {
+      const lockId = id('killed-crash');
+      const holder = client({ autoExtend: false });
+      await holder.lock(lockId, { ttlMs: 1_500 });
+      await t.killConnections();
+      assert.equal(await client().tryLock(lockId), null);
+      const next = await client().lock(lockId, { timeoutMs: 60_000 });
+      assert.equal(next.held, true);
+      await next.release();
+    });
+
+    test(
+      'the database restarted while a lock is held: the holder keeps its lease (or hears of the loss) and tokens keep increasing',
+      T,
+      async () => {
+        const lockId = id('restart');
+        const lock = await client().lock(lockId, { ttlMs: 20_000 });
+        await t.restart();
+        await eventually(
+          'the holder extends again after the restart',
+          async () => {
+            if (lock.signal.aborted) return true;
+            await lock.extend();
+            return true;
+          },
+          60_000,
+          200,
+        );
+        const other = client();
+        if (lock.signal.aborted) {
+          assert.ok(lock.signal.reason instanceof Error, 'the holder heard of the loss');
+        } else {
+          assert.equal(await other.tryLock(lockId), null, 'nobody else holds it beside the holder');
+          await lock.release();
+        }
+        const next = await other.lock(lockId, { timeoutMs: 60_000 });
+        assert.ok(next.token > lock.token, `token ${next.token} > ${lock.token}`);
+        await next.release();
+      },
+    );
+  });
+
+  describe(`${t.name}: the database's clock decides`, () => {
+    for (const skew of ['+1d', '-1d']) {
+      test(`a holder whose clock is ${skew} off changes nothing: its lease ends by the database's clock`, T, async () => {
+        await aptInstall('faketime', ['faketime']);
+        const lockId = id(`skew${skew}`);
+        const child = fileURLToPath(new URL('./skewed-holder.ts', import.meta.url));
+        const tsx = fileURLToPath(new URL('../../node_modules/.bin/tsx', import.meta.url));
+        const { stdout } = await execFileP('faketime', ['-f', skew, tsx, child, t.url, lockId, '3000'], {
+          env: { ...process.env, FAKETIME_DONT_FAKE_MONOTONIC: '1' },
+          timeout: 60_000,
+        });
+        const seen = JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as { token: string; wallClock: number; expiresInMs: number };
+        assert.ok(Math.abs(seen.wallClock - Date.now()) > 3_600_000, 'the child really ran with a skewed clock');
+        assert.ok(seen.expiresInMs > 0 && seen.expiresInMs <= 3_000, `lease of ${seen.expiresInMs} ms on the database's clock`);
+        const other = client();
+        assert.equal(await other.tryLock(lockId), null, 'the skewed holder still holds');
+        const next = await other.lock(lockId, { timeoutMs: 60_000 });
+        assert.ok(next.token > BigInt(seen.token));
+        await next.release();
+      });
+    }
+  });
+
+  describe(`${t.name}: input`, () => {
+    test('a 1024-byte lock id (multi-byte characters) works and is distinct from its prefix', T, async () => {
+      const long = 'é'.repeat(511) + 'ab';
+      assert.equal(Buffer.byteLength(long), 1024);
+      const a = await client().lock(long);
+      const b = await client().tryLock(long.slice(0, -1));
+      assert.ok(b, 'a prefix is another lock');
+      assert.equal(await client().tryLock(long), null);
+      assert.equal((await client().inspect(long)).holders.length, 1);
+      await a.release();
+      await b.release();
+    });
+
+    test('missing tables are a typed error naming migrate()', T, async () => {
+      const l = createLocker(t.url.replace('migrate=true', 'table=never_migrated'));
+      open.push(l);
+      const e = await l.lock(id('missing')).catch((x: unknown) => x);
+      assert.ok(e instanceof BackendUnavailableError, String(e));
+      assert.equal(e.context['causeCode'], 'MISSING_TABLE');
+      assert.match(e.message, /never_migrated_locks.*migrate\(\)/);
+    });
+
+    test('unknown, repeated or out-of-range URL parameters are rejected', T, async () => {
+      for (const bad of ['bogus=1', 'pollMs=0', 'table=Bad-Name', 'migrate=maybe', 'table=a&table=b']) {
+        const l = createLocker(`${t.url}&${bad}`);
+        open.push(l);
+        await assert.rejects(l.lock(id('bad-url')), InvalidArgumentError, bad);
+      }
+    });
+
+    test('credentials never show in errors', T, async () => {
+      const u = new URL(t.url);
+      u.username = 'nosuchuser';
+      u.password = 'hunter2-secret';
+      const l = createLocker(u.href);
+      open.push(l);
+      const e = await l.lock(id('auth')).catch((x: unknown) => x);
+      assert.ok(e instanceof BackendUnavailableError, String(e));
+      assert.doesNotMatch(`${e.message} ${JSON.stringify(e.context)}`, /hunter2-secret/);
+    });
+  });
+}
