@@ -17,7 +17,7 @@ import mysql from 'mysql2/promise';
 import { createLocker } from '../src/index.js';
 import { startPostgres } from '../scripts/servers/postgres.js';
 import { startMariaDb } from '../scripts/servers/mariadb.js';
-import { jainIndex, longestStreak } from '../src/cli/bench.js';
+import { jainIndex, longestStreak } from '../src/bench/index.js';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
 const HANDOFFS = Number(process.env['BENCH_HANDOFFS'] ?? 200);
