@@ -18,6 +18,7 @@ const engines: Readonly<Record<string, Engine>> = {
   'memory:': { load: () => import('./backends/memory/index.js') },
   'redis:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
   'rediss:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
+  'redlock:': { load: () => import('./backends/redlock/index.js'), driver: 'ioredis' },
   'zookeeper:': { load: () => import('./backends/zookeeper/index.js'), driver: 'node-zookeeper-client' },
   'cassandra:': { load: () => import('./backends/cassandra/index.js'), driver: 'cassandra-driver' },
 };
