@@ -148,11 +148,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     const subscribed = req.ticket?.watch.subscribed ?? false;
     const t1 = performance.now();
     const proposal = this.#tokens.propose(req.lockId);
-    const sent = fanOut(
-      this.#nodes,
-      (n) => n.commands.eval(ACQUIRE, keys, [value, req.ttlMs, proposal.toString()]),
-      classifyAcquire,
-    );
+    const sent = fanOut(this.#nodes, (n) => n.commands.eval(ACQUIRE, keys, [value, req.ttlMs, proposal.toString()]), classifyAcquire);
     let replies: NodeReply<AcquireReply>[];
     try {
       replies = await raceAbort(sent, req.signal);
@@ -187,9 +183,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     if (granted(replies).length < this.#quorum) return undefined;
     const reads = replies.map((r) => ({ ...r, value: r.value?.granted ? r.value.read : undefined }));
     const { keys } = this.#keys(req.lockId);
-    const token = await this.#tokens.settle(req.lockId, proposal, reads, (n, s, t) =>
-      n.commands.eval(s, keys, [value, t.toString()]),
-    );
+    const token = await this.#tokens.settle(req.lockId, proposal, reads, (n, s, t) => n.commands.eval(s, keys, [value, t.toString()]));
     if (token === undefined) return undefined;
     // Redlock step 3: the time spent reaching the masters (and writing the token) must leave
     // a positive validity; a grant with none is never returned.
@@ -334,7 +328,10 @@ interface InspectReply {
 
 function classifyInspect(reply: unknown): { ok: boolean; value: InspectReply } {
   const [value, token, pttl, register] = Array.isArray(reply) ? (reply as unknown[]) : [];
-  return { ok: true, value: { value: String(value ?? ''), token: String(token ?? ''), pttl: Number(pttl), register: String(register ?? '') } };
+  return {
+    ok: true,
+    value: { value: String(value ?? ''), token: String(token ?? ''), pttl: Number(pttl), register: String(register ?? '') },
+  };
 }
 
 /** The holder is the value a majority holds; the last token is the highest register seen. */

@@ -10,6 +10,7 @@ import {
   BackendUnavailableError,
   hostList,
   InvalidArgumentError,
+  QuorumError,
   redact,
   secretsOf,
   unavailable,
@@ -17,6 +18,7 @@ import {
   withDeadline,
   type Backend,
   type ConnectOptions,
+  type NodeResult,
 } from '../kit.js';
 import { majority } from './quorum.js';
 import { RedlockBackend, type RedlockBackendOptions } from './backend.js';
@@ -51,22 +53,20 @@ export function redlockOptions(url: URL, options: ConnectOptions = {}): RedlockU
     throw new InvalidArgumentError('url', `parameter 'driftFactor' must be a number in [0, 0.5), got '${drift}'`);
   }
   const connectTimeout = Math.min(options.connectTimeoutMs ?? 10_000, 10_000);
-  const clients = hosts.map(
-    ({ host, port }): RedisOptions => ({
-      host,
-      port,
-      db,
-      ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
-      ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
-      lazyConnect: true,
-      connectTimeout,
-      // A dead master must answer at once (an error), not hold commands in an offline queue.
-      maxRetriesPerRequest: 1,
-      enableOfflineQueue: false,
-      // Keep reconnecting (a restarted master rejoins), at most once a second.
-      retryStrategy: (times: number) => Math.min(50 * times, 1_000),
-    }),
-  );
+  const clients = hosts.map(({ host, port }): RedisOptions => ({
+    host,
+    port,
+    db,
+    ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
+    ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+    lazyConnect: true,
+    connectTimeout,
+    // A dead master must answer at once (an error), not hold commands in an offline queue.
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: false,
+    // Keep reconnecting (a restarted master rejoins), at most once a second.
+    retryStrategy: (times: number) => Math.min(50 * times, 1_000),
+  }));
   const nodeTimeoutMs = q.int('nodeTimeoutMs', undefined, { min: 1 });
   const maxExtensions = q.int('maxExtensions', undefined, { min: 0 });
   const retryJitterMs = q.int('retryJitterMs', undefined, { min: 0 });
@@ -97,16 +97,26 @@ export function redlockOptions(url: URL, options: ConnectOptions = {}): RedlockU
  */
 export async function createBackend(url: URL, options: ConnectOptions = {}): Promise<Backend> {
   const parsed = redlockOptions(url, options);
-  const clients = parsed.clients.map((o) => new Redis(o));
+  // The first failure of each handshake is the cause worth reporting (ioredis answers the
+  // pending connect() with a bare "Connection is closed."); later ones are reconnect noise.
+  const firstErrors: unknown[] = [];
+  const clients = parsed.clients.map((o, i) => {
+    const c = new Redis(o);
+    c.on('error', (err: unknown) => {
+      firstErrors[i] ??= err;
+    });
+    return c;
+  });
   // Pub/sub connections queue their SUBSCRIBE until connected (they are opened lazily).
   const subscribers = parsed.clients.map((o) => () => new Redis({ ...o, enableOfflineQueue: true }));
+
   const timeoutMs = options.connectTimeoutMs ?? 10_000;
   const results = await Promise.allSettled(
     clients.map((client) =>
       withDeadline(checkedConnect(client, parsed.db), {
         timeoutMs,
         ...(options.signal ? { signal: options.signal } : {}),
-        onTimeout: () => new BackendUnavailableError('redlock', `no connection within ${timeoutMs} ms`),
+        onTimeout: () => new BackendUnavailableError('redlock', `no connection within ${timeoutMs} ms`, { context: { timeoutMs } }),
       }),
     ),
   );
@@ -117,11 +127,17 @@ export async function createBackend(url: URL, options: ConnectOptions = {}): Pro
   const up = results.filter((r) => r.status === 'fulfilled').length;
   if (up < majority(clients.length)) {
     for (const c of clients) c.disconnect(false);
-    const failed = results.flatMap((r, i) => (r.status === 'rejected' ? [`${parsed.backend.labels?.[i] ?? i}: ${String(r.reason)}`] : []));
-    const first = results.find((r) => r.status === 'rejected');
-    throw unavailable('redlock', `connect to a majority of ${redact(url)} (${failed.join('; ')})`, first?.reason, {
-      secrets: secretsOf(url),
-      context: { url: redact(url), connected: up, needed: majority(clients.length) },
+    const secrets = secretsOf(url);
+    const nodes: NodeResult[] = results.map((r, i) => {
+      const node = parsed.backend.labels?.[i] ?? String(i);
+      if (r.status === 'fulfilled') return { node, ok: true };
+      const cause = firstErrors[i] !== undefined && !(r.reason instanceof BackendUnavailableError) ? firstErrors[i] : r.reason;
+      const error = unavailable('redlock', `connect to ${node}`, cause, { secrets });
+      return { node, ok: false, outcome: error.context.timeoutMs === undefined ? 'error' : 'timeout', error };
+    });
+    const detail = nodes.map((n) => `${n.node}: ${n.ok ? 'connected' : String((n.error as Error).message)}`).join('; ');
+    throw new QuorumError(`redlock could not connect to a majority of ${redact(url)} (${detail})`, nodes, {
+      context: { backend: 'redlock', url: redact(url), connected: up, needed: majority(clients.length) },
     });
   }
   return new RedlockBackend(clients, { ...parsed.backend, subscribers });
