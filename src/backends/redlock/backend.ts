@@ -154,7 +154,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
       replies = await raceAbort(sent, req.signal);
     } catch (err) {
       // Aborted in flight: whatever landed is taken back when the replies come.
-      void sent.then(() => this.#releaseAll(req.lockId, value)).catch(() => undefined);
+      void sent.then(() => this.#releaseAll(req.lockId, value, true)).catch(() => undefined);
       throw err;
     }
     const grant = await this.#grantOf(req, value, proposal, replies, t1);
@@ -205,12 +205,16 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     return ttlMs * this.#driftFactor + 2;
   }
 
-  /** Compare-and-delete on every master at once; resolves with the replies. */
-  #releaseAll(lockId: string, value: string): Promise<NodeReply<undefined>[]> {
+  /**
+   * Compare-and-delete on every master at once; resolves with the replies. `bySource` for
+   * clean-ups that may queue behind a command that timed out (see ../redis/commands.ts).
+   */
+  #releaseAll(lockId: string, value: string, bySource = false): Promise<NodeReply<undefined>[]> {
     const { keys, channel } = this.#keys(lockId);
+    const args = [value, channel];
     return fanOut(
       this.#nodes,
-      (n) => n.commands.evalSource(RELEASE, keys.slice(0, 2), [value, channel]),
+      (n) => (bySource ? n.commands.evalSource(RELEASE, keys.slice(0, 2), args) : n.commands.eval(RELEASE, keys.slice(0, 2), args)),
       (reply) => ({ ok: reply === 1, value: undefined }),
     );
   }
@@ -235,7 +239,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
   async cancel(req: AcquireRequest<RedlockTicket>, ticket: RedlockTicket | undefined): Promise<void> {
     if (ticket) this.#wake.unwatch(ticket.watch);
     if (!req.freshOwner || this.#closed) return;
-    await this.#releaseAll(req.lockId, req.ownerId);
+    await this.#releaseAll(req.lockId, req.ownerId, true);
   }
 
   async extend(grant: Grant<RedlockGrantData>, ttlMs: number): Promise<Extension> {
