@@ -7,7 +7,8 @@
  *
  * Prints a table, the ratios the targets are about, and one JSON line per library.
  * Environment knobs: BENCH_HOT_SECONDS (default 10), BENCH_UNCONTENDED (2000),
- * BENCH_HANDOFFS (200), BENCH_ONLY (run only the libraries whose name contains it).
+ * BENCH_HANDOFFS (200), BENCH_ONLY (run only the libraries whose name contains it),
+ * BENCH_REDLOCK_QUERY (URL parameters for locksmith's redlock, e.g. `retryJitterMs=20`).
  */
 import { cpus } from 'node:os';
 import { performance } from 'node:perf_hooks';
@@ -197,7 +198,10 @@ async function main(): Promise<void> {
   console.log(`settings: ttl ${TTL_MS} ms, hot lock ${CONTENDERS} contenders × ${HOT_SECONDS} s with a ${CRITICAL_MS} ms critical section`);
   const only = process.env.BENCH_ONLY;
   const libs = [
-    locksmith('locksmith redlock (5 masters)', server.url),
+    locksmith(
+      'locksmith redlock (5 masters)',
+      `${server.url}${process.env.BENCH_REDLOCK_QUERY ? `?${process.env.BENCH_REDLOCK_QUERY}` : ''}`,
+    ),
     locksmith('locksmith redis (1 node)', `redis://${first.host}:${first.port}`),
     nodeRedlock(server.nodes),
   ].filter((l) => only === undefined || l.name.includes(only));
