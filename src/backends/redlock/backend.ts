@@ -135,9 +135,9 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     return this.#nodes.map((n) => n.label);
   }
 
-  #keys(lockId: string): { readonly keys: [string, string, string]; readonly channel: string } {
+  #keys(lockId: string): { readonly keys: [string, string]; readonly channel: string } {
     const b = keyBase(this.#prefix, lockId);
-    return { keys: [`${b}:rl`, `${b}:ri`, `${b}:rt`], channel: `${b}:rc` };
+    return { keys: [`${b}:rl`, `${b}:rt`], channel: `${b}:rc` };
   }
 
   async tryAcquire(req: AcquireRequest<RedlockTicket>): Promise<AcquireResult<RedlockTicket, RedlockGrantData>> {
@@ -214,7 +214,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     const args = [value, channel];
     return fanOut(
       this.#nodes,
-      (n) => (bySource ? n.commands.evalSource(RELEASE, keys.slice(0, 2), args) : n.commands.eval(RELEASE, keys.slice(0, 2), args)),
+      (n) => (bySource ? n.commands.evalSource(RELEASE, keys.slice(0, 1), args) : n.commands.eval(RELEASE, keys.slice(0, 1), args)),
       (reply) => ({ ok: reply === 1, value: undefined }),
     );
   }
@@ -251,7 +251,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     const t1 = performance.now();
     const replies = await fanOut(
       this.#nodes,
-      (n) => n.commands.eval(EXTEND, keys.slice(0, 2), [grant.data.value, ttlMs]),
+      (n) => n.commands.eval(EXTEND, keys.slice(0, 1), [grant.data.value, ttlMs]),
       (reply) => ({ ok: reply === 1, value: undefined }),
     );
     const yes = granted(replies).length;
@@ -325,20 +325,19 @@ function hintOf(replies: readonly NodeReply<AcquireReply>[]): number {
 
 interface InspectReply {
   readonly value: string;
-  readonly token: string;
   readonly pttl: number;
   readonly register: string;
 }
 
 function classifyInspect(reply: unknown): { ok: boolean; value: InspectReply } {
-  const [value, token, pttl, register] = Array.isArray(reply) ? (reply as unknown[]) : [];
-  return {
-    ok: true,
-    value: { value: String(value ?? ''), token: String(token ?? ''), pttl: Number(pttl), register: String(register ?? '') },
-  };
+  const [value, pttl, register] = Array.isArray(reply) ? (reply as unknown[]) : [];
+  return { ok: true, value: { value: String(value ?? ''), pttl: Number(pttl), register: String(register ?? '') } };
 }
 
-/** The holder is the value a majority holds; the last token is the highest register seen. */
+/**
+ * The holder is the value a majority holds, its token the highest register among them; the
+ * last token is the highest register seen.
+ */
 function stateOf(lockId: string, replies: readonly NodeReply<InspectReply>[], quorum: number): LockState {
   const byValue = new Map<string, InspectReply[]>();
   let last: bigint | undefined;
@@ -352,7 +351,8 @@ function stateOf(lockId: string, replies: readonly NodeReply<InspectReply>[], qu
   for (const [value, on] of byValue) {
     if (on.length < quorum) continue;
     const nul = value.indexOf('\0');
-    const tokens = on.filter((o) => o.token !== '').map((o) => BigInt(o.token));
+    // Only the holder writes a register while it holds the lease there (scripts.ts).
+    const tokens = on.filter((o) => o.register !== '').map((o) => BigInt(o.register));
     const ttls = on.map((o) => o.pttl).sort((a, b) => b - a);
     holders.push({
       ownerId: nul >= 0 ? value.slice(0, nul) : value,

@@ -9,8 +9,10 @@
  * | key  | type   | content |
  * |------|--------|---------|
  * | `rl` | string | the holder's value (its ownerId, or ownerId + NUL + nonce for an explicit owner), `PX` = ttl |
- * | `ri` | string | the holder's fencing token, same expiry as `rl` (for `inspect`) |
  * | `rt` | string | this master's copy of the token register (kept 10 min past the last hold) |
+ *
+ * The register is written only by whoever holds the lease on that master, so while a lock is
+ * held the highest register among the masters holding it is the holder's token (`inspect`).
  *
  * A register answers `max(stored, server time in µs)`: the stored value alone is what the
  * majority proof needs; the clock floor keeps tokens increasing when a master forgot
@@ -46,15 +48,15 @@ end
 
 /**
  * Phase 1 on one master: take the lease and read the register in one atomic step.
- * KEYS: rl ri rt. ARGV: value, ttlMs, proposed token.
+ * KEYS: rl rt. ARGV: value, ttlMs, proposed token.
  * Returns `{1, register, wrote}` (granted; `wrote` = 1 when the proposal was above the
- * register and is now stored, as the hold's token too) or `{0, pttl}` (held by another).
+ * register and is now stored) or `{0, pttl}` (held by another).
  */
 export const ACQUIRE = script(
   'redlock-acquire',
   HELPERS +
     `
-local l, i, t = KEYS[1], KEYS[2], KEYS[3]
+local l, t = KEYS[1], KEYS[2]
 local value, ttl, proposed = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local cur = redis.call('GET', l)
 if cur and cur ~= value then return {0, redis.call('PTTL', l)} end
@@ -62,10 +64,8 @@ redis.call('SET', l, value, 'PX', ttl)
 local here = register(t)
 if tonumber(proposed) > here then
   raise(t, proposed, ttl)
-  redis.call('SET', i, proposed, 'PX', ttl)
   return {1, fmt(here), 1}
 end
-redis.call('DEL', i)
 return {1, fmt(here), 0}
 `,
 );
@@ -73,31 +73,28 @@ return {1, fmt(here), 0}
 /**
  * Phase 2 (only when the proposal of phase 1 was too low): store `token` in the register,
  * only while this master still holds the lease for `value` — the write must come before any
- * later acquisition of this master. KEYS: rl ri rt. ARGV: value, token. Returns 1 or 0.
+ * later acquisition of this master. KEYS: rl rt. ARGV: value, token. Returns 1 or 0.
  */
 export const FENCE = script(
   'redlock-fence',
   HELPERS +
     `
-local l, i, t = KEYS[1], KEYS[2], KEYS[3]
+local l, t = KEYS[1], KEYS[2]
 local value, token = ARGV[1], ARGV[2]
 if redis.call('GET', l) ~= value then return 0 end
 local ttl = redis.call('PTTL', l)
 if ttl <= 0 then return 0 end
 raise(t, token, ttl)
-redis.call('SET', i, token, 'PX', ttl)
 return 1
 `,
 );
 
-/** Renew the lease of `value`. KEYS: rl ri. ARGV: value, ttlMs. Returns 1 or 0 (not held). */
+/** Renew the lease of `value`. KEYS: rl. ARGV: value, ttlMs. Returns 1 or 0 (not held). */
 export const EXTEND = script(
   'redlock-extend',
   `
-local l, i = KEYS[1], KEYS[2]
-if redis.call('GET', l) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', l, ARGV[2])
-redis.call('PEXPIRE', i, ARGV[2])
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `,
 );
@@ -105,25 +102,23 @@ return 1
 /**
  * Compare-and-delete; a deletion publishes the value on `channel` so waiters on any master
  * wake (the value lets a client count one release once, however many masters sent it).
- * KEYS: rl ri. ARGV: value, channel. Returns 1 (deleted) or 0.
+ * KEYS: rl. ARGV: value, channel. Returns 1 (deleted) or 0.
  */
 export const RELEASE = script(
   'redlock-release',
   `
-local l, i = KEYS[1], KEYS[2]
-if redis.call('GET', l) ~= ARGV[1] then return 0 end
-redis.call('DEL', l, i)
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', ARGV[2], ARGV[1])
 return 1
 `,
 );
 
-/** What one master knows. KEYS: rl ri rt. Returns `{value, token, pttl, register}` ('' when absent). */
+/** What one master knows. KEYS: rl rt. Returns `{value, pttl, register}` ('' when absent). */
 export const INSPECT = script(
   'redlock-inspect',
   `
 local v = redis.call('GET', KEYS[1]) or ''
-local tok = redis.call('GET', KEYS[2]) or ''
-return {v, tok, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[3]) or ''}
+return {v, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or ''}
 `,
 );
