@@ -127,7 +127,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
       return { label, commands, subscriber: options.subscribers?.[i] ?? (() => client.duplicate()) };
     });
     this.#quorum = majority(clients.length);
-    this.#wake = new Wakeups(this.#nodes);
+    this.#wake = new Wakeups(this.#nodes, this.#quorum);
   }
 
   /** The masters, by label, in the order given. */

@@ -14,6 +14,11 @@ import type { RedlockNode } from './quorum.js';
 const SUBSCRIBE_BOUND_MS = 1_000;
 /** Distinct releases remembered per lock, to wake one sleeper per release. */
 const RECENT = 8;
+/**
+ * A release is acted on once a majority of masters announced it, or this long after the
+ * first announcement (a master may have had no key to delete, or be down).
+ */
+const GRACE_MS = 10;
 
 /** One lock watched by this client: its channel, how many acquisitions wait, what arrived. */
 export interface Watch {
@@ -26,20 +31,24 @@ export interface Watch {
   subscribed: boolean;
   /** Wake-ups of the waits in progress, oldest first. */
   readonly sleepers: Set<() => void>;
-  /** Payloads of the last messages (a release arrives once per master). */
+  /** Payloads of the last releases acted on (a release arrives once per master). */
   readonly recent: string[];
+  /** Releases announced by fewer than a majority of masters so far: count and grace timer. */
+  readonly pending: Map<string, { count: number; readonly timer: NodeJS.Timeout }>;
 }
 
 /** The wake-ups of one Redlock client. */
 export class Wakeups {
   readonly #nodes: readonly RedlockNode[];
+  readonly #quorum: number;
   readonly #subscribers: (RedisSubscriberClient | undefined)[];
   readonly #watches = new Map<string, Watch>();
   #closed = false;
 
-  /** Wake-ups over `nodes` (subscriber connections are opened lazily). */
-  constructor(nodes: readonly RedlockNode[]) {
+  /** Wake-ups over `nodes` (subscriber connections are opened lazily); `quorum` = majority. */
+  constructor(nodes: readonly RedlockNode[], quorum: number) {
     this.#nodes = nodes;
+    this.#quorum = quorum;
     this.#subscribers = nodes.map(() => undefined);
   }
 
@@ -50,7 +59,16 @@ export class Wakeups {
       existing.refs += 1;
       return existing;
     }
-    const w: Watch = { channel, refs: 1, seen: 0, ready: Promise.resolve(), subscribed: false, sleepers: new Set(), recent: [] };
+    const w: Watch = {
+      channel,
+      refs: 1,
+      seen: 0,
+      ready: Promise.resolve(),
+      subscribed: false,
+      sleepers: new Set(),
+      recent: [],
+      pending: new Map(),
+    };
     w.ready = this.#subscribe(w);
     this.#watches.set(channel, w);
     return w;
@@ -61,6 +79,8 @@ export class Wakeups {
     w.refs -= 1;
     if (w.refs > 0 || this.#watches.get(w.channel) !== w) return;
     this.#watches.delete(w.channel);
+    for (const p of w.pending.values()) clearTimeout(p.timer);
+    w.pending.clear();
     for (const sub of this.#subscribers) void sub?.unsubscribe(w.channel).catch(() => undefined);
   }
 
@@ -95,7 +115,10 @@ export class Wakeups {
   /** Close every subscriber connection. */
   close(): void {
     this.#closed = true;
-    for (const w of this.#watches.values()) for (const wake of w.sleepers) wake();
+    for (const w of this.#watches.values()) {
+      for (const p of w.pending.values()) clearTimeout(p.timer);
+      for (const wake of w.sleepers) wake();
+    }
     this.#watches.clear();
     for (const sub of this.#subscribers.splice(0)) sub?.disconnect(false);
   }
@@ -123,15 +146,34 @@ export class Wakeups {
 
   /**
    * A release reaches every master, so it arrives up to N times (its payload is the released
-   * value): it wakes ONE sleeper of this client, the oldest, once. The lock can go to one
-   * waiter only; waking them all would make them split the vote (Redlock's herd). The woken
-   * one's own release wakes the next; the others still have their fallback poll.
+   * value). It is acted on once a majority of masters announced it — an attempt made on the
+   * first message would find the key still present on masters that had not yet run the
+   * release, and split the vote — or after a short grace. It then wakes ONE sleeper of this
+   * client, the oldest: the lock can go to one waiter only, and waking them all would make
+   * them split the vote (Redlock's herd). The woken one's own release wakes the next; the
+   * others still have their fallback poll.
    */
   #onMessage(channel: string, message: string): void {
     const w = this.#watches.get(channel);
     if (!w) return;
     w.seen += 1;
     if (w.recent.includes(message)) return;
+    let p = w.pending.get(message);
+    if (!p) {
+      const timer = setTimeout(() => this.#act(w, message), GRACE_MS);
+      timer.unref();
+      p = { count: 0, timer };
+      w.pending.set(message, p);
+    }
+    p.count += 1;
+    if (p.count >= this.#quorum) this.#act(w, message);
+  }
+
+  #act(w: Watch, message: string): void {
+    const p = w.pending.get(message);
+    if (!p) return;
+    clearTimeout(p.timer);
+    w.pending.delete(message);
     w.recent.push(message);
     if (w.recent.length > RECENT) w.recent.shift();
     const first = w.sleepers.values().next();
