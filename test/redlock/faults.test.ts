@@ -115,6 +115,25 @@ describe('redlock: validity', () => {
     await next.release();
   });
 
+  test('an attempt aborted in flight takes back what it set once the late replies come', T, async () => {
+    const locker = client({}, `${server.url}?nodeTimeoutMs=10000`);
+    const backend = (await locker.backend()) as Backend<RedlockTicket>;
+    const lockId = id('aborted');
+    const ctl = new AbortController();
+    for (const i of [0, 1, 2]) server.nodes[i]?.pause();
+    const attempt = backend.tryAcquire(seamRequest<RedlockTicket>(lockId, 'gone', { ttlMs: 60_000, fair: false, signal: ctl.signal }));
+    await sleep(200);
+    const reason = new Error('caller left');
+    ctl.abort(reason);
+    await assert.rejects(attempt, (e) => e === reason);
+    for (const i of [0, 1, 2]) server.nodes[i]?.resume();
+    // The paused masters now run the attempt's SET (a 60 s lease): it must be taken back.
+    await eventually('the aborted attempt left nothing behind', async () => (await locker.inspect(lockId)).holders.length === 0);
+    const next = await client().tryLock(lockId);
+    assert.ok(next);
+    await next.release();
+  });
+
   test('maxExtensions caps the renewals: the next one gives the lock up', T, async () => {
     const locker = client({ ttlMs: 300 }, `${server.url}?maxExtensions=2`);
     let renewals = 0;
