@@ -148,7 +148,12 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     const subscribed = req.ticket?.watch.subscribed ?? false;
     const t1 = performance.now();
     const proposal = this.#tokens.propose(req.lockId);
-    const sent = fanOut(this.#nodes, (n) => n.commands.eval(ACQUIRE, keys, [value, req.ttlMs, proposal.toString()]), classifyAcquire);
+    const sent = fanOut(
+      this.#nodes,
+      (n) => n.commands.eval(ACQUIRE, keys, [value, req.ttlMs, proposal.toString()]),
+      classifyAcquire,
+      this.#quorum,
+    );
     let replies: NodeReply<AcquireReply>[];
     try {
       replies = await raceAbort(sent, req.signal);
@@ -209,13 +214,14 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
    * Compare-and-delete on every master at once; resolves with the replies. `bySource` for
    * clean-ups that may queue behind a command that timed out (see ../redis/commands.ts).
    */
-  #releaseAll(lockId: string, value: string, bySource = false): Promise<NodeReply<undefined>[]> {
+  #releaseAll(lockId: string, value: string, bySource = false, quorum?: number): Promise<NodeReply<undefined>[]> {
     const { keys, channel } = this.#keys(lockId);
     const args = [value, channel];
     return fanOut(
       this.#nodes,
       (n) => (bySource ? n.commands.evalSource(RELEASE, keys.slice(0, 1), args) : n.commands.eval(RELEASE, keys.slice(0, 1), args)),
       (reply) => ({ ok: reply === 1, value: undefined }),
+      quorum,
     );
   }
 
@@ -253,6 +259,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
       this.#nodes,
       (n) => n.commands.eval(EXTEND, keys.slice(0, 1), [grant.data.value, ttlMs]),
       (reply) => ({ ok: reply === 1, value: undefined }),
+      this.#quorum,
     );
     const yes = granted(replies).length;
     const refused = replies.filter((r) => r.outcome === 'refused').length;
@@ -270,7 +277,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
 
   async release(grant: Grant<RedlockGrantData>): Promise<boolean> {
     this.#assertOpen();
-    const replies = await this.#releaseAll(grant.lockId, grant.data.value);
+    const replies = await this.#releaseAll(grant.lockId, grant.data.value, false, this.#quorum);
     const deleted = granted(replies).length;
     if (deleted < this.#quorum && quorumUnreachable(replies)) throw quorumError(`release of '${grant.lockId}'`, replies);
     return deleted >= this.#quorum;

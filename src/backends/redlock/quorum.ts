@@ -20,7 +20,8 @@ export interface RedlockNode {
 /** What one master did with one operation. */
 export interface NodeReply<T> {
   readonly node: RedlockNode;
-  readonly outcome: 'granted' | 'refused' | 'error' | 'timeout';
+  /** `pending`: not answered yet when a quorum-bounded {@link fanOut} resolved. */
+  readonly outcome: 'granted' | 'refused' | 'error' | 'timeout' | 'pending';
   /** The classified reply (granted and refused only). */
   readonly value?: T;
   readonly error?: unknown;
@@ -34,22 +35,48 @@ export function majority(n: number): number {
 /**
  * Send `op` to every node at once and classify each reply: `classify` says whether the
  * master granted (`ok`) and what it answered. Never rejects: a failure is a reply.
+ *
+ * With `quorum`, resolves as soon as that many masters granted (the others' replies are
+ * `pending` in the result and settle in the background): an operation that has its majority
+ * does not wait for the slowest master. Otherwise it waits for every reply.
  */
 export function fanOut<T>(
   nodes: readonly RedlockNode[],
   op: (node: RedlockNode) => Promise<unknown>,
   classify: (reply: unknown) => { readonly ok: boolean; readonly value: T },
+  quorum = Number.POSITIVE_INFINITY,
 ): Promise<NodeReply<T>[]> {
-  return Promise.all(
-    nodes.map(async (node): Promise<NodeReply<T>> => {
-      try {
-        const { ok, value } = classify(await op(node));
-        return { node, outcome: ok ? 'granted' : 'refused', value };
-      } catch (error) {
-        return { node, outcome: isTimeout(error) ? 'timeout' : 'error', error };
+  return new Promise((resolve) => {
+    const replies: NodeReply<T>[] = nodes.map((node) => ({ node, outcome: 'pending' }));
+    let left = nodes.length;
+    let yes = 0;
+    let done = false;
+    const settle = (i: number, reply: NodeReply<T>): void => {
+      replies[i] = reply;
+      left -= 1;
+      if (reply.outcome === 'granted') yes += 1;
+      if (!done && (left === 0 || yes >= quorum)) {
+        done = true;
+        resolve([...replies]);
       }
-    }),
-  );
+    };
+    if (nodes.length === 0) resolve([]);
+    nodes.forEach((node, i) => {
+      let sent: Promise<unknown>;
+      try {
+        sent = op(node);
+      } catch (error) {
+        sent = Promise.reject(error);
+      }
+      sent.then(
+        (raw) => {
+          const { ok, value } = classify(raw);
+          settle(i, { node, outcome: ok ? 'granted' : 'refused', value });
+        },
+        (error: unknown) => settle(i, { node, outcome: isTimeout(error) ? 'timeout' : 'error', error }),
+      );
+    });
+  });
 }
 
 /** Replies that granted. */
@@ -72,7 +99,7 @@ export function nodeResults(replies: readonly NodeReply<unknown>[]): NodeResult[
   return replies.map((r) => ({
     node: r.node.label,
     ok: r.outcome === 'granted',
-    outcome: r.outcome,
+    outcome: r.outcome === 'pending' ? 'timeout' : r.outcome,
     ...(r.error === undefined ? {} : { error: r.error }),
   }));
 }

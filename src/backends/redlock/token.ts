@@ -67,6 +67,7 @@ export class TokenRegister {
       yes.map((r) => r.node),
       (node) => fence(node, FENCE, token),
       (reply) => ({ ok: reply === 1, value: undefined }),
+      majority(replies.length),
     );
     if (granted(acks).length < majority(replies.length)) return undefined;
     this.#remember(lockId, token);
