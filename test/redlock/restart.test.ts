@@ -36,11 +36,14 @@ afterEach(async () => {
 describe('redlock: fencing tokens across the quorum', () => {
   test('tokens strictly increase while minorities of masters are killed and restart empty', T, async () => {
     const lockId = id('tokens');
-    // One master's register far ahead of every clock: only the max-register carries it on.
+    // A token far ahead of every clock on a majority of the registers, as a grant leaves it:
+    // only the max-register can carry it on.
     const ahead = BigInt(Date.now()) * 1000n + 3_600_000_000n;
-    const raw = new Redis({ host: server.nodes[0]?.host, port: server.nodes[0]?.port });
-    await raw.set(`${keyBase('locksmith:', lockId)}:rt`, ahead.toString());
-    raw.disconnect();
+    for (const n of server.nodes.slice(0, 3)) {
+      const raw = new Redis({ host: n.host, port: n.port });
+      await raw.set(`${keyBase('locksmith:', lockId)}:rt`, ahead.toString());
+      raw.disconnect();
+    }
     const tokens: bigint[] = [];
     const once = async (): Promise<void> => {
       // A new client each time: no token remembered, everything comes from the masters.

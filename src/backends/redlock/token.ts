@@ -63,8 +63,12 @@ export class TokenRegister {
       return proposal;
     }
     const token = max + 1n;
+    // To every master, not only those heard granting: a master whose grant had not arrived yet
+    // runs this after it (one connection, in order) and stores the token too; the others
+    // refuse (they do not hold the lease). The more masters hold the token, the more of them
+    // may later restart empty without losing it (docs/backends/redlock.md).
     const acks = await fanOut(
-      yes.map((r) => r.node),
+      replies.map((r) => r.node),
       (node) => fence(node, FENCE, token),
       (reply) => ({ ok: reply === 1, value: undefined }),
       majority(replies.length),
