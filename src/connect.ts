@@ -19,6 +19,7 @@ const engines: Readonly<Record<string, Engine>> = {
   'redis:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
   'rediss:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
   'redis-sentinel:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
+  'redlock:': { load: () => import('./backends/redlock/index.js'), driver: 'ioredis' },
   'zookeeper:': { load: () => import('./backends/zookeeper/index.js'), driver: 'node-zookeeper-client' },
   'cassandra:': { load: () => import('./backends/cassandra/index.js'), driver: 'cassandra-driver' },
   'etcd:': { load: () => import('./backends/etcd/index.js'), driver: 'etcd3' },

@@ -109,6 +109,8 @@ export class BackendUnavailableError extends LocksmithError {
 export interface NodeResult {
   readonly node: string;
   readonly ok: boolean;
+  /** What the node did: `granted` (ok), `refused` (answered no), `error` or `timeout` (no usable answer). */
+  readonly outcome?: 'granted' | 'refused' | 'error' | 'timeout';
   readonly error?: unknown;
 }
 

@@ -26,6 +26,9 @@ export interface RedisCommandsOptions {
   readonly secrets?: readonly string[];
 }
 
+/** A deadline check that ran this much later than scheduled saw a stalled event loop. */
+const STALL_MS = 20;
+
 /** A command in flight, for the shared deadline. */
 interface InFlight {
   readonly deadline: number;
@@ -141,8 +144,26 @@ export class RedisCommands {
     }
     const next = q[0];
     if (!next) return;
-    this.#timer = setTimeout(() => this.#arm(), Math.min(MAX_TIMER_MS, Math.max(1, Math.ceil(next.deadline - now))));
+    this.#timer = setTimeout(
+      () => this.#checkAfterIo(performance.now()),
+      Math.min(MAX_TIMER_MS, Math.max(1, Math.ceil(next.deadline - now))),
+    );
     this.#timer.unref();
+  }
+
+  /**
+   * Check the deadlines only after a poll phase has read the replies that arrived: after an
+   * event-loop stall (GC, a loaded machine) the timer phase runs BEFORE that I/O, and
+   * replies already in the socket would be reported as timeouts (every Redlock master at
+   * once). `setImmediate` runs after the poll phase; if it ran late itself (another stall
+   * came between), it waits for one more poll phase — at most twice, so that a process
+   * that is always busy still times its commands out.
+   */
+  #checkAfterIo(scheduledAt: number, deferrals = 0): void {
+    setImmediate(() => {
+      if (deferrals < 2 && performance.now() - scheduledAt > STALL_MS) this.#checkAfterIo(performance.now(), deferrals + 1);
+      else this.#arm();
+    });
   }
 
   #wrap(what: string, err: unknown): Error {

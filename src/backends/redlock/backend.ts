@@ -1,0 +1,373 @@
+/**
+ * Redlock over N independent Redis masters, as docs/backends/redlock.md describes it: the
+ * lease is sent to all masters at once with a short per-node timeout; the attempt wins with
+ * a majority and a positive validity; otherwise it is taken back from ALL masters. Each
+ * master runs the compare-and-set scripts of scripts.ts through the per-node command layer
+ * of the Redis backend (../redis/commands.ts); tokens come from a max-register (token.ts);
+ * waiters are woken over pub/sub from any master (wake.ts).
+ */
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import {
+  BackendUnavailableError,
+  InvalidArgumentError,
+  LockLostError,
+  raceAbort,
+  sleep,
+  type AcquireRequest,
+  type AcquireResult,
+  type Backend,
+  type Capabilities,
+  type Extension,
+  type Grant,
+  type HolderState,
+  type LockState,
+} from '../kit.js';
+import { RedisCommands } from '../redis/commands.js';
+import type { RedisClientLike } from '../redis/backend.js';
+import type { RedisSubscriberClient } from '../redis/inbox.js';
+import { keyBase } from '../redis/keys.js';
+import { fanOut, granted, majority, quorumError, quorumUnreachable, type NodeReply, type RedlockNode } from './quorum.js';
+import { ACQUIRE, EXTEND, INSPECT, RELEASE } from './scripts.js';
+import { TokenRegister, type RegisterRead } from './token.js';
+import { Wakeups, type Watch } from './wake.js';
+
+/** Options of {@link RedlockBackend}. */
+export interface RedlockBackendOptions {
+  /** Prefix of every key and channel. @default 'locksmith:' */
+  readonly prefix?: string;
+  /** Bound on one master's reply; a dead master costs this much, not the ttl. @default 200 */
+  readonly nodeTimeoutMs?: number;
+  /** Clock drift allowance per ms of ttl (Redlock's `ttl · driftFactor + 2 ms`). @default 0.01 */
+  readonly driftFactor?: number;
+  /** Renewals allowed per hold; the next one gives the lock up. @default Infinity (no cap) */
+  readonly maxExtensions?: number;
+  /** Upper bound of the random delay before retrying after a split vote. @default 50 */
+  readonly retryJitterMs?: number;
+  /** Longest wait without a message before re-attempting. @default 1000 */
+  readonly pollMs?: number;
+  /** Disconnect the clients on `close()` (set when the backend created them from a URL). @default false */
+  readonly ownsClients?: boolean;
+  /** One label per client (`host:port`) for messages and node results. */
+  readonly labels?: readonly string[];
+  /** Secrets that must never appear in a message. */
+  readonly secrets?: readonly string[];
+  /** One pub/sub connection factory per client. @default `client.duplicate()` */
+  readonly subscribers?: readonly (() => RedisSubscriberClient)[];
+}
+
+/** The queue-less ticket of a waiting acquisition: its subscription and what it had seen. */
+export interface RedlockTicket {
+  readonly watch: Watch;
+  readonly seen: number;
+  readonly subscribed: boolean;
+  /** ms until the lock is expected to free up (-1: unknown). */
+  readonly hintMs: number;
+  /** The last attempt was a split vote: retry after a random delay (Redlock's back-off). */
+  readonly split: boolean;
+}
+
+/** What a grant carries: the random value the masters hold, and its renewals so far. */
+export interface RedlockGrantData {
+  readonly value: string;
+  extensions: number;
+}
+
+/** Redlock's capabilities: a mutex with notifications; no queue, no shared kinds, no server-side re-entry. */
+export const REDLOCK_CAPABILITIES: Capabilities = Object.freeze({
+  fair: false,
+  shared: false,
+  permits: false,
+  notify: true,
+  lockDelay: false,
+  reentrant: false,
+});
+
+type AcquireReply = { granted: true; read: RegisterRead } | { granted: false; pttl: number };
+
+/**
+ * Locks on N independent Redis masters (N ≥ 1; odd recommended). Accepts the user's own
+ * ioredis clients, one per master; see {@link RedlockBackendOptions}.
+ */
+export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> {
+  readonly name = 'redlock';
+  readonly capabilities: Capabilities = REDLOCK_CAPABILITIES;
+
+  readonly #clients: readonly RedisClientLike[];
+  readonly #nodes: readonly RedlockNode[];
+  readonly #quorum: number;
+  readonly #prefix: string;
+  readonly #driftFactor: number;
+  readonly #maxExtensions: number;
+  readonly #retryJitterMs: number;
+  readonly #pollMs: number;
+  readonly #ownsClients: boolean;
+  readonly #tokens = new TokenRegister();
+  readonly #wake: Wakeups;
+  #closed = false;
+
+  /** One client per independent master. */
+  constructor(clients: readonly RedisClientLike[], options: RedlockBackendOptions = {}) {
+    if (clients.length === 0) throw new InvalidArgumentError('clients', 'redlock needs at least one Redis master');
+    this.#clients = clients;
+    this.#prefix = options.prefix ?? 'locksmith:';
+    this.#driftFactor = options.driftFactor ?? 0.01;
+    this.#maxExtensions = options.maxExtensions ?? Number.POSITIVE_INFINITY;
+    this.#retryJitterMs = options.retryJitterMs ?? 50;
+    this.#pollMs = options.pollMs ?? 1_000;
+    this.#ownsClients = options.ownsClients ?? false;
+    this.#nodes = clients.map((client, i) => {
+      const label = options.labels?.[i] ?? `redlock node ${i}`;
+      const commands = new RedisCommands(client, {
+        engine: 'redlock',
+        timeoutMs: options.nodeTimeoutMs ?? 200,
+        label,
+        ...(options.secrets ? { secrets: options.secrets } : {}),
+      });
+      return { label, commands, subscriber: options.subscribers?.[i] ?? (() => client.duplicate()) };
+    });
+    this.#quorum = majority(clients.length);
+    this.#wake = new Wakeups(this.#nodes, this.#quorum);
+  }
+
+  /** The masters, by label, in the order given. */
+  get nodes(): readonly string[] {
+    return this.#nodes.map((n) => n.label);
+  }
+
+  #keys(lockId: string): { readonly keys: [string, string]; readonly channel: string } {
+    const b = keyBase(this.#prefix, lockId);
+    return { keys: [`${b}:rl`, `${b}:rt`], channel: `${b}:rc` };
+  }
+
+  async tryAcquire(req: AcquireRequest<RedlockTicket>): Promise<AcquireResult<RedlockTicket, RedlockGrantData>> {
+    this.#assertOpen();
+    const value = req.freshOwner ? req.ownerId : `${req.ownerId}\0${randomBytes(9).toString('base64url')}`;
+    const { keys } = this.#keys(req.lockId);
+    const seen = req.ticket?.watch.seen ?? 0;
+    const subscribed = req.ticket?.watch.subscribed ?? false;
+    const t1 = performance.now();
+    const proposal = this.#tokens.propose(req.lockId);
+    const sent = fanOut(
+      this.#nodes,
+      (n) => n.commands.eval(ACQUIRE, keys, [value, req.ttlMs, proposal.toString()]),
+      classifyAcquire,
+      this.#quorum,
+    );
+    let replies: NodeReply<AcquireReply>[];
+    try {
+      replies = await raceAbort(sent, req.signal);
+    } catch (err) {
+      // Aborted in flight: whatever landed is taken back when the replies come.
+      void sent.then(() => this.#releaseAll(req.lockId, value, true)).catch(() => undefined);
+      throw err;
+    }
+    const grant = await this.#grantOf(req, value, proposal, replies, t1);
+    if (grant) {
+      if (req.ticket) this.#wake.unwatch(req.ticket.watch);
+      return { granted: true, grant };
+    }
+    // Redlock step 5: no majority (or no validity left): unlock ALL masters, even those
+    // that seemed to refuse or did not answer.
+    await this.#releaseAll(req.lockId, value);
+    if (quorumUnreachable(replies)) throw quorumError(`acquire of '${req.lockId}'`, replies);
+    if (!req.wait) return { granted: false, contended: { ticket: undefined } };
+    const watch = req.ticket?.watch ?? this.#wake.watch(this.#keys(req.lockId).channel);
+    const yes = granted(replies).length;
+    return { granted: false, contended: { ticket: { watch, seen, subscribed, hintMs: hintOf(replies), split: yes > 0 } } };
+  }
+
+  /** The grant of an attempt, or undefined when it did not win (majority, token, validity). */
+  async #grantOf(
+    req: AcquireRequest<RedlockTicket>,
+    value: string,
+    proposal: bigint,
+    replies: readonly NodeReply<AcquireReply>[],
+    t1: number,
+  ): Promise<Grant<RedlockGrantData> | undefined> {
+    if (granted(replies).length < this.#quorum) return undefined;
+    const reads = replies.map((r) => ({ ...r, value: r.value?.granted ? r.value.read : undefined }));
+    const { keys } = this.#keys(req.lockId);
+    const token = await this.#tokens.settle(req.lockId, proposal, reads, (n, s, t) => n.commands.eval(s, keys, [value, t.toString()]));
+    if (token === undefined) return undefined;
+    // Redlock step 3: the time spent reaching the masters (and writing the token) must leave
+    // a positive validity; a grant with none is never returned.
+    if (req.ttlMs - (performance.now() - t1) - this.#drift(req.ttlMs) <= 0) return undefined;
+    // The masters set their keys after the core sent the request: its send time plus the
+    // ttl is a safe end (docs/backends/redlock.md, "Validity").
+    return {
+      lockId: req.lockId,
+      kind: req.kind,
+      ownerId: req.ownerId,
+      token,
+      ttlMs: req.ttlMs,
+      reentered: false,
+      data: { value, extensions: 0 },
+    };
+  }
+
+  #drift(ttlMs: number): number {
+    return ttlMs * this.#driftFactor + 2;
+  }
+
+  /**
+   * Compare-and-delete on every master at once; resolves with the replies. `bySource` for
+   * clean-ups that may queue behind a command that timed out (see ../redis/commands.ts).
+   */
+  #releaseAll(lockId: string, value: string, bySource = false, quorum?: number): Promise<NodeReply<undefined>[]> {
+    const { keys, channel } = this.#keys(lockId);
+    const args = [value, channel];
+    return fanOut(
+      this.#nodes,
+      (n) => (bySource ? n.commands.evalSource(RELEASE, keys.slice(0, 1), args) : n.commands.eval(RELEASE, keys.slice(0, 1), args)),
+      (reply) => ({ ok: reply === 1, value: undefined }),
+      quorum,
+    );
+  }
+
+  /**
+   * Resolve when another attempt is worth making: a release published on any master, the
+   * expected expiry of the holder's keys, a random delay after a split vote, or the
+   * fallback poll (with jitter) at the latest.
+   */
+  async waitForChange(_lockId: string, ticket: RedlockTicket | undefined, signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted();
+    this.#assertOpen();
+    const jitter = Math.random() * this.#retryJitterMs;
+    // After a split vote every contender backs off for a random time, so they desynchronise.
+    if (!ticket || ticket.split) return sleep(jitter, signal);
+    const poll = this.#pollMs * (0.8 + 0.4 * Math.random());
+    const delay = ticket.hintMs > 0 ? Math.min(ticket.hintMs + 1 + jitter, poll) : poll;
+    await this.#wake.wait(ticket.watch, ticket.seen, ticket.subscribed, delay, signal);
+  }
+
+  /** Stop watching; for a fresh owner also take back whatever an unanswered attempt left. */
+  async cancel(req: AcquireRequest<RedlockTicket>, ticket: RedlockTicket | undefined): Promise<void> {
+    if (ticket) this.#wake.unwatch(ticket.watch);
+    if (!req.freshOwner || this.#closed) return;
+    await this.#releaseAll(req.lockId, req.ownerId, true);
+  }
+
+  async extend(grant: Grant<RedlockGrantData>, ttlMs: number): Promise<Extension> {
+    this.#assertOpen();
+    if (grant.data.extensions >= this.#maxExtensions) {
+      throw new LockLostError(grant.lockId, 'expired', { context: { backend: this.name, maxExtensions: this.#maxExtensions } });
+    }
+    const { keys } = this.#keys(grant.lockId);
+    const t1 = performance.now();
+    const replies = await fanOut(
+      this.#nodes,
+      (n) => n.commands.eval(EXTEND, keys.slice(0, 1), [grant.data.value, ttlMs]),
+      (reply) => ({ ok: reply === 1, value: undefined }),
+      this.#quorum,
+    );
+    const yes = granted(replies).length;
+    const refused = replies.filter((r) => r.outcome === 'refused').length;
+    if (refused > replies.length - this.#quorum) {
+      throw new LockLostError(grant.lockId, 'not-held', { context: { backend: this.name, refused } });
+    }
+    if (yes < this.#quorum) throw quorumError(`extend of '${grant.lockId}'`, replies);
+    // A majority renewed, but only a renewal inside its own validity counts.
+    if (ttlMs - (performance.now() - t1) - this.#drift(ttlMs) <= 0) {
+      throw new BackendUnavailableError(this.name, `redlock extend of '${grant.lockId}' took longer than its validity`);
+    }
+    grant.data.extensions += 1;
+    return { ttlMs };
+  }
+
+  async release(grant: Grant<RedlockGrantData>): Promise<boolean> {
+    this.#assertOpen();
+    const replies = await this.#releaseAll(grant.lockId, grant.data.value, false, this.#quorum);
+    const deleted = granted(replies).length;
+    if (deleted < this.#quorum && quorumUnreachable(replies)) throw quorumError(`release of '${grant.lockId}'`, replies);
+    return deleted >= this.#quorum;
+  }
+
+  async inspect(lockId: string): Promise<LockState> {
+    this.#assertOpen();
+    const { keys } = this.#keys(lockId);
+    const replies = await fanOut(this.#nodes, (n) => n.commands.eval(INSPECT, keys, []), classifyInspect);
+    if (quorumUnreachable(replies)) throw quorumError(`inspect of '${lockId}'`, replies);
+    return stateOf(lockId, replies, this.#quorum);
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#wake.close();
+    for (const n of this.#nodes) n.commands.close();
+    if (!this.#ownsClients) return;
+    await Promise.all(
+      this.#clients.map(async (c) => {
+        if (c.disconnect) c.disconnect(false);
+        else if (c.quit) await c.quit().catch(() => undefined);
+      }),
+    );
+  }
+
+  /** True after `close()`. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new BackendUnavailableError(this.name, 'the redlock backend is closed');
+  }
+}
+
+function classifyAcquire(reply: unknown): { ok: boolean; value: AcquireReply } {
+  const [code, a, b] = Array.isArray(reply) ? (reply as unknown[]) : [reply];
+  if (code === 1) return { ok: true, value: { granted: true, read: { register: BigInt(String(a)), wrote: b === 1 } } };
+  return { ok: false, value: { granted: false, pttl: Number(a) } };
+}
+
+/** When the holder's keys should be gone from enough masters for a majority (-1: unknown). */
+function hintOf(replies: readonly NodeReply<AcquireReply>[]): number {
+  const ttls = replies
+    .map((r) => (r.value && !r.value.granted ? r.value.pttl : -1))
+    .filter((t) => t > 0)
+    .sort((a, b) => a - b);
+  return ttls[0] ?? -1;
+}
+
+interface InspectReply {
+  readonly value: string;
+  readonly pttl: number;
+  readonly register: string;
+}
+
+function classifyInspect(reply: unknown): { ok: boolean; value: InspectReply } {
+  const [value, pttl, register] = Array.isArray(reply) ? (reply as unknown[]) : [];
+  return { ok: true, value: { value: String(value ?? ''), pttl: Number(pttl), register: String(register ?? '') } };
+}
+
+/**
+ * The holder is the value a majority holds, its token the highest register among them; the
+ * last token is the highest register seen.
+ */
+function stateOf(lockId: string, replies: readonly NodeReply<InspectReply>[], quorum: number): LockState {
+  const byValue = new Map<string, InspectReply[]>();
+  let last: bigint | undefined;
+  for (const r of replies) {
+    if (!r.value) continue;
+    if (r.value.register !== '' && (last === undefined || BigInt(r.value.register) > last)) last = BigInt(r.value.register);
+    if (r.value.value === '') continue;
+    byValue.set(r.value.value, [...(byValue.get(r.value.value) ?? []), r.value]);
+  }
+  const holders: HolderState[] = [];
+  for (const [value, on] of byValue) {
+    if (on.length < quorum) continue;
+    const nul = value.indexOf('\0');
+    // Only the holder writes a register while it holds the lease there (scripts.ts).
+    const tokens = on.filter((o) => o.register !== '').map((o) => BigInt(o.register));
+    const ttls = on.map((o) => o.pttl).sort((a, b) => b - a);
+    holders.push({
+      ownerId: nul >= 0 ? value.slice(0, nul) : value,
+      kind: 'mutex',
+      token: tokens.reduce((a, b) => (b > a ? b : a), 0n),
+      expiresInMs: ttls[quorum - 1] ?? 0,
+      count: 1,
+    });
+  }
+  return { lockId, holders, waiters: 0, ...(last === undefined ? {} : { lastToken: last }) };
+}

@@ -1,0 +1,119 @@
+/**
+ * The quorum fan-out: one operation sent to every master at once (never one after the
+ * other: a dead master costs its short per-node timeout, not the sum of them), each reply
+ * classified as granted, refused, error or timeout. See docs/backends/redlock.md.
+ */
+import { BackendUnavailableError, QuorumError, type NodeResult } from '../kit.js';
+import type { RedisCommands } from '../redis/commands.js';
+import type { RedisSubscriberClient } from '../redis/inbox.js';
+
+/** One independent master. */
+export interface RedlockNode {
+  /** `host:port`, for messages and {@link NodeResult}s. */
+  readonly label: string;
+  /** Scripts on this master, each bounded by the per-node timeout. */
+  readonly commands: RedisCommands;
+  /** A second connection for pub/sub wake-ups (opened at the first wait). */
+  readonly subscriber: () => RedisSubscriberClient;
+}
+
+/** What one master did with one operation. */
+export interface NodeReply<T> {
+  readonly node: RedlockNode;
+  /** `pending`: not answered yet when a quorum-bounded {@link fanOut} resolved. */
+  readonly outcome: 'granted' | 'refused' | 'error' | 'timeout' | 'pending';
+  /** The classified reply (granted and refused only). */
+  readonly value?: T;
+  readonly error?: unknown;
+}
+
+/** ⌊N/2⌋ + 1: any two sets of this size share a master. */
+export function majority(n: number): number {
+  return Math.floor(n / 2) + 1;
+}
+
+/**
+ * Send `op` to every node at once and classify each reply: `classify` says whether the
+ * master granted (`ok`) and what it answered. Never rejects: a failure is a reply.
+ *
+ * With `quorum`, resolves as soon as that many masters granted (the others' replies are
+ * `pending` in the result and settle in the background): an operation that has its majority
+ * does not wait for the slowest master. Otherwise it waits for every reply.
+ */
+export function fanOut<T>(
+  nodes: readonly RedlockNode[],
+  op: (node: RedlockNode) => Promise<unknown>,
+  classify: (reply: unknown) => { readonly ok: boolean; readonly value: T },
+  quorum = Number.POSITIVE_INFINITY,
+): Promise<NodeReply<T>[]> {
+  return new Promise((resolve) => {
+    const replies: NodeReply<T>[] = nodes.map((node) => ({ node, outcome: 'pending' }));
+    let left = nodes.length;
+    let yes = 0;
+    let done = false;
+    const settle = (i: number, reply: NodeReply<T>): void => {
+      replies[i] = reply;
+      left -= 1;
+      if (reply.outcome === 'granted') yes += 1;
+      if (!done && (left === 0 || yes >= quorum)) {
+        done = true;
+        resolve([...replies]);
+      }
+    };
+    if (nodes.length === 0) resolve([]);
+    nodes.forEach((node, i) => {
+      let sent: Promise<unknown>;
+      try {
+        sent = op(node);
+      } catch (error) {
+        sent = Promise.reject(error);
+      }
+      sent.then(
+        (raw) => {
+          const { ok, value } = classify(raw);
+          settle(i, { node, outcome: ok ? 'granted' : 'refused', value });
+        },
+        (error: unknown) => settle(i, { node, outcome: isTimeout(error) ? 'timeout' : 'error', error }),
+      );
+    });
+  });
+}
+
+/** Replies that granted. */
+export function granted<T>(replies: readonly NodeReply<T>[]): NodeReply<T>[] {
+  return replies.filter((r) => r.outcome === 'granted');
+}
+
+/** Number of masters that gave no usable answer. */
+export function failures(replies: readonly NodeReply<unknown>[]): number {
+  return replies.filter((r) => r.outcome === 'error' || r.outcome === 'timeout').length;
+}
+
+/** True when so many masters failed that the others can never form a majority. */
+export function quorumUnreachable(replies: readonly NodeReply<unknown>[]): boolean {
+  return replies.length - failures(replies) < majority(replies.length);
+}
+
+/** Every node's result, as {@link QuorumError} carries it. */
+export function nodeResults(replies: readonly NodeReply<unknown>[]): NodeResult[] {
+  return replies.map((r) => ({
+    node: r.node.label,
+    ok: r.outcome === 'granted',
+    outcome: r.outcome === 'pending' ? 'timeout' : r.outcome,
+    ...(r.error === undefined ? {} : { error: r.error }),
+  }));
+}
+
+/** The error of an operation whose quorum was unreachable, naming every master's result. */
+export function quorumError(what: string, replies: readonly NodeReply<unknown>[]): QuorumError {
+  const nodes = nodeResults(replies);
+  const summary = nodes.map((n) => `${n.node}: ${n.outcome ?? (n.ok ? 'granted' : 'refused')}`).join(', ');
+  const needed = majority(replies.length);
+  return new QuorumError(`redlock ${what}: a majority (${needed} of ${replies.length}) cannot be reached (${summary})`, nodes, {
+    context: { backend: 'redlock', needed },
+  });
+}
+
+function isTimeout(err: unknown): boolean {
+  return err instanceof BackendUnavailableError && typeof err.context.timeoutMs === 'number';
+}

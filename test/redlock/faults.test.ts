@@ -1,0 +1,148 @@
+/**
+ * Redlock on five real redis-servers under failures: masters killed (kill -9) while a lock
+ * is held, a majority killed, a paused master pushing the elapsed time past the ttl.
+ * Every test leaves all five masters running (restarted empty) for the next.
+ */
+import { afterEach, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createLocker, LockLostError, QuorumError, type Locker, type LockerOptions } from '../../src/index.js';
+import type { RedlockTicket } from '../../src/backends/redlock/index.js';
+import type { Backend } from '../../src/backend.js';
+import { startRedlock } from '../../scripts/servers/redlock.js';
+import { eventually, lossOf, seamRequest, useServer } from '../helpers.js';
+
+const server = await useServer(() => startRedlock({ count: 5 }));
+const T = { timeout: 120_000 };
+const open: Locker[] = [];
+
+function client(options?: Partial<LockerOptions>, url = server.url): Locker {
+  const l = createLocker(url, options);
+  open.push(l);
+  return l;
+}
+const id = (label: string): string => `rl:${label}:${randomBytes(6).toString('hex')}`;
+
+/** Kill -9 the masters at `indexes` (a restart later brings them back empty). */
+async function kill(indexes: readonly number[]): Promise<void> {
+  await Promise.all(indexes.map((i) => server.nodes[i]?.kill()));
+}
+async function restart(indexes: readonly number[]): Promise<void> {
+  await Promise.all(indexes.map((i) => server.nodes[i]?.restart()));
+}
+
+afterEach(async () => {
+  await Promise.allSettled(open.splice(0).map((l) => l.close()));
+  for (const n of server.nodes) {
+    try {
+      n.resume();
+    } catch {
+      /* killed: the restart below brings it back */
+    }
+  }
+  await restart([0, 1, 2, 3, 4]);
+});
+
+describe('redlock: masters killed while a lock is held', () => {
+  test('2 of 5 killed: the holder keeps its lock through renewals, and new acquisitions work', T, async () => {
+    const lockId = id('two-dead');
+    const holderLocker = client({ ttlMs: 600 });
+    const holder = await holderLocker.lock(lockId);
+    let renewals = 0;
+    holderLocker.on('extended', (e) => {
+      if (e.lockId === lockId) renewals += 1;
+    });
+    await kill([0, 1]);
+    await eventually('three renewals with two masters dead', () => renewals >= 3);
+    assert.equal(holder.held, true);
+    assert.equal(await client().tryLock(lockId), null, 'the three live masters still refuse another client');
+    await holder.release();
+    const next = await client().lock(lockId, { timeoutMs: 30_000 });
+    assert.ok(next.token > holder.token);
+    const other = await client().lock(id('two-dead-other'), { timeoutMs: 30_000 });
+    await next.release();
+    await other.release();
+  });
+
+  test('3 of 5 killed: acquisitions fail with QuorumError naming every master; the holder loses its lock', T, async () => {
+    const lockId = id('three-dead');
+    const holder = await client({ ttlMs: 600 }).lock(lockId);
+    const lost = lossOf(holder);
+    const other = client();
+    await other.backend();
+    await kill([0, 1, 2]);
+    const err = await other.lock(id('three-dead-new'), { timeoutMs: 30_000 }).then(
+      () => assert.fail('granted without a majority'),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof QuorumError, String(err));
+    assert.equal(err.nodes.length, 5);
+    const dead = new Set([0, 1, 2].map((i) => `${server.nodes[i]?.host}:${server.nodes[i]?.port}`));
+    for (const n of err.nodes) {
+      if (dead.has(n.node)) assert.ok(n.outcome === 'error' || n.outcome === 'timeout', `${n.node}: ${n.outcome}`);
+      else assert.equal(n.outcome, 'granted', `${n.node}: ${n.outcome}`);
+    }
+    const reason = await lost;
+    assert.ok(reason instanceof LockLostError, String(reason));
+    assert.equal(holder.held, false);
+    const late = await client()
+      .backend()
+      .then(
+        () => assert.fail('connected without a majority'),
+        (e: unknown) => e,
+      );
+    assert.ok(late instanceof QuorumError, `a new client cannot connect to a majority either: ${String(late)}`);
+  });
+});
+
+describe('redlock: validity', () => {
+  test('masters that answer only after the ttl (SIGSTOP) never make a grant; every master is cleaned', T, async () => {
+    const url = `${server.url}?nodeTimeoutMs=10000`;
+    const locker = client({}, url);
+    const backend = (await locker.backend()) as Backend<RedlockTicket>;
+    const lockId = id('slow');
+    for (const i of [0, 1, 2]) server.nodes[i]?.pause();
+    const attempt = backend.tryAcquire(seamRequest<RedlockTicket>(lockId, 'slow-owner', { ttlMs: 400, fair: false, wait: false }));
+    await sleep(700);
+    for (const i of [0, 1, 2]) server.nodes[i]?.resume();
+    const result = await attempt;
+    assert.equal(result.granted, false, 'a majority answered after the ttl: no grant');
+    const state = await locker.inspect(lockId);
+    assert.deepEqual(state.holders, [], 'the late keys were released on every master');
+    const next = await client().tryLock(lockId);
+    assert.ok(next, 'another client gets the lock at once');
+    await next.release();
+  });
+
+  test('an attempt aborted in flight takes back what it set once the late replies come', T, async () => {
+    const locker = client({}, `${server.url}?nodeTimeoutMs=10000`);
+    const backend = (await locker.backend()) as Backend<RedlockTicket>;
+    const lockId = id('aborted');
+    const ctl = new AbortController();
+    for (const i of [0, 1, 2]) server.nodes[i]?.pause();
+    const attempt = backend.tryAcquire(seamRequest<RedlockTicket>(lockId, 'gone', { ttlMs: 60_000, fair: false, signal: ctl.signal }));
+    await sleep(200);
+    const reason = new Error('caller left');
+    ctl.abort(reason);
+    await assert.rejects(attempt, (e) => e === reason);
+    for (const i of [0, 1, 2]) server.nodes[i]?.resume();
+    // The paused masters now run the attempt's SET (a 60 s lease): it must be taken back.
+    await eventually('the aborted attempt left nothing behind', async () => (await locker.inspect(lockId)).holders.length === 0);
+    const next = await client().tryLock(lockId);
+    assert.ok(next);
+    await next.release();
+  });
+
+  test('maxExtensions caps the renewals: the next one gives the lock up', T, async () => {
+    const locker = client({ ttlMs: 300 }, `${server.url}?maxExtensions=2`);
+    let renewals = 0;
+    locker.on('extended', () => {
+      renewals += 1;
+    });
+    const lock = await locker.lock(id('cap'));
+    const reason = await lossOf(lock);
+    assert.ok(reason instanceof LockLostError, String(reason));
+    assert.equal(renewals, 2);
+  });
+});
