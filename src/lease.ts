@@ -11,6 +11,9 @@
 import { performance } from 'node:perf_hooks';
 import type { Backend, Grant } from './backend.js';
 import { BackendUnavailableError, LockLostError, LockNotHeldError, LocksmithError, type LossReason } from './errors.js';
+import { lossGuardMs, validityDeadline } from './validity.js';
+
+export { lossGuardMs, validityDeadline } from './validity.js';
 
 /** Monotonic milliseconds (the clock `validUntil` is expressed in). */
 export const now = (): number => performance.now();
@@ -30,16 +33,6 @@ export interface LeaseSettings {
 }
 
 type LeaseState = 'held' | 'lost' | 'released';
-
-/** Compute the local deadline for a lease of `ttlMs` whose request was sent at `sentAt`. */
-export function validityDeadline(sentAt: number, ttlMs: number, driftFactor: number): number {
-  return sentAt + ttlMs - (ttlMs * driftFactor + 2);
-}
-
-/** How long before `validUntil` the signal aborts: enough to beat a late timer, small against the ttl. */
-export function lossGuardMs(ttlMs: number): number {
-  return Math.min(1_000, Math.max(5, ttlMs * 0.05));
-}
 
 /** @internal One backend grant kept alive for as long as some handle holds it. */
 export class Lease {
