@@ -39,6 +39,8 @@ export interface Contender {
   readonly name: string;
   /** True for a library locksmith is compared with; ratios are printed against the best peer. */
   readonly peer?: boolean;
+  /** Fair (FIFO) mode, for the output; a contender without the notion leaves it unset. */
+  readonly fair?: boolean;
   /**
    * True when clients call `onQueued` as an acquisition starts waiting. Otherwise the hand-off
    * row assumes the waiter queued after a fixed settle delay and says so in its output.
@@ -86,7 +88,7 @@ function lockerClient(locker: Locker, fair: boolean): BenchClient {
 
 /** locksmith as a contender: each client is a new `Locker` from `make`. */
 export function lockerContender(name: string, make: LockerFactory, fair = false): Contender {
-  return { name, reportsQueued: true, client: () => lockerClient(make(), fair) };
+  return { name, fair, reportsQueued: true, client: () => lockerClient(make(), fair) };
 }
 
 /** The contender a row runs: `source` itself, or locksmith over the factory. */

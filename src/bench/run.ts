@@ -78,7 +78,7 @@ export async function runMatrix(source: BenchSource, o: MatrixOptions = {}): Pro
           ...(o.waitersSettleMs === undefined ? {} : { unreportedSettleMs: o.waitersSettleMs }),
         })
       : undefined;
-  return { name: c.name, peer: c.peer ?? false, fair, uncontended, handoff, hot, keys, waiters };
+  return { name: c.name, peer: c.peer ?? false, fair: c.fair ?? fair, uncontended, handoff, hot, keys, waiters };
 }
 
 const ms = (x: number): string => `${x.toFixed(3)} ms`;

@@ -31,7 +31,7 @@ export interface WaitersResult {
   readonly waiters: number;
   /** Server operations per second while everybody waits and nothing changes (when a probe was given). */
   readonly idleOpsPerSec: number | undefined;
-  /** Client heap per waiter (bytes), measured after the waiters settled. */
+  /** Client heap per waiter (bytes), measured after the waiters settled (after a full GC under `node --expose-gc`). */
   readonly heapPerWaiterBytes: number;
   /** `event`: every waiter reported it queued; `delay`: assumed after a settle delay. */
   readonly queuedBy: 'event' | 'delay';
@@ -39,6 +39,12 @@ export interface WaitersResult {
   readonly drained: number;
   /** Time for them to get the lock once each, one after the other (ms). */
   readonly drainMs: number;
+}
+
+/** A full GC when node runs with --expose-gc, so the heap figure is not GC timing noise. */
+function collectGarbage(): void {
+  const gc: unknown = Reflect.get(globalThis, 'gc');
+  if (typeof gc === 'function') gc();
 }
 
 /** Resolve when `n` calls of the returned callback happened. */
@@ -62,6 +68,7 @@ export async function benchWaiters(source: BenchSource, waiters: number, o: Wait
   setMaxListeners(waiters + 10, stop.signal);
   try {
     const held = await holder.acquire(lockId);
+    collectGarbage();
     const heapBefore = process.memoryUsage().heapUsed;
     const queued = countdown(waiters);
     const drain = countdown(waiters);
@@ -89,6 +96,7 @@ export async function benchWaiters(source: BenchSource, waiters: number, o: Wait
     else await sleep(o.unreportedSettleMs ?? 2_000);
     // Let the waiters settle into their steady state (subscribed, watching, polling).
     await sleep(Math.min(1_000, idleMs));
+    collectGarbage();
     const heapPerWaiterBytes = Math.max(0, (process.memoryUsage().heapUsed - heapBefore) / waiters);
     const before = o.probe ? await o.probe() : 0;
     const t0 = performance.now();
