@@ -102,7 +102,7 @@ export interface HotResult {
   readonly opsPerSec: number;
   readonly jain: number;
   readonly longestStreak: number;
-  /** The longest any contender waited for one grant (ms). */
+  /** The longest any contender waited for one grant within the row (ms; a wait still open at the end counts up to the end). */
   readonly longestWaitMs: number;
   /** Grants that began while another client held the lock (0 for a correct lock). */
   readonly overlaps: number;
@@ -135,13 +135,15 @@ export async function benchHot(
       try {
         hold = await client.acquire(lockId, { signal: stop.signal });
       } catch (err) {
-        if (stop.signal.aborted) return;
-        throw err;
+        if (!stop.signal.aborted) throw err;
+        // Still waiting when the row ended: a starved contender's wait counts too.
+        longestWaitMs = Math.max(longestWaitMs, stopAt - asked);
+        return;
       }
       const got = performance.now();
       if (++inside > 1) overlaps += 1;
+      longestWaitMs = Math.max(longestWaitMs, Math.min(got, stopAt) - asked);
       if (got <= stopAt) {
-        longestWaitMs = Math.max(longestWaitMs, got - asked);
         sequence.push(who);
         counts[who] = (counts[who] ?? 0) + 1;
       }

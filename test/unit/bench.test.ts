@@ -85,6 +85,7 @@ test('runMatrix runs every row for a locksmith contender and a peer, with the sa
     assert.equal(r.keys?.keys, 200);
     assert.equal(r.waiters?.drained, 30, `${r.name}: every waiter got the lock`);
   }
+  assert.equal(results[0]?.fair, true, 'the contender says it is fair');
   assert.equal(results[0]?.handoff.queuedBy, 'event');
   assert.equal(results[1]?.handoff.queuedBy, 'delay', 'a peer without the event is assumed queued after a delay');
   assert.equal(results[1]?.waiters?.queuedBy, 'delay');
@@ -115,6 +116,28 @@ test('the comparison prints both tables, the hand-off notes and ratios against t
 test('the hot-lock row counts grants that overlap another holder', async () => {
   const r = await benchHot(noLock, 3, 100, 1);
   assert.ok(r.overlaps > 0, 'a lock that excludes nobody is caught');
+});
+
+test('the hot-lock row counts a wait still open at the end as the longest wait', async () => {
+  let made = 0;
+  // Client 0 never gets the lock (it waits until the row aborts it); the others always do.
+  const starving: Contender = {
+    name: 'starving',
+    reportsQueued: false,
+    client() {
+      const me = made++;
+      return {
+        acquire: (_lockId, o = {}) =>
+          me === 0 && o.signal
+            ? new Promise((_, reject) => o.signal?.addEventListener('abort', () => reject(o.signal?.reason), { once: true }))
+            : Promise.resolve({ release: async () => undefined }),
+        close: async () => undefined,
+      };
+    },
+  };
+  const r = await benchHot(starving, 2, 200, 1);
+  assert.ok(r.longestWaitMs >= 190, `the starved wait counts (${r.longestWaitMs} ms)`);
+  assert.ok(r.jain <= 0.5 + 1e-9, 'one contender took every grant');
 });
 
 test('the hand-off row releases only after the waiter reported it queued', async () => {
