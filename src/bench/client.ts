@@ -56,9 +56,6 @@ export type LockerFactory = (options?: Partial<LockerOptions>) => Locker;
 /** What a row accepts: a contender, or a locksmith `Locker` factory (then the row's `fair` applies). */
 export type BenchSource = Contender | LockerFactory;
 
-/** One hour: "no timeout" for a locksmith wait; the matrix's signals end waits sooner. */
-const NO_TIMEOUT_MS = 3_600_000;
-
 /** A client over one `Locker`: `onQueued` comes from the locker's `waiting` event. */
 function lockerClient(locker: Locker, fair: boolean): BenchClient {
   // Waiting events name the lock, not the call: callbacks of one lockId are served in order,
@@ -76,7 +73,8 @@ function lockerClient(locker: Locker, fair: boolean): BenchClient {
       const cb = o.onQueued;
       if (cb) queued.set(lockId, [...(queued.get(lockId) ?? []), cb]);
       try {
-        const lock = await locker.lock(lockId, { fair, timeoutMs: NO_TIMEOUT_MS, ...(o.signal ? { signal: o.signal } : {}) });
+        // No timeoutMs: `lock()` then waits without a timer of its own, as a plain call does.
+        const lock = await locker.lock(lockId, o.signal ? { fair, signal: o.signal } : { fair });
         return { release: () => lock.release() };
       } finally {
         if (cb) forget(lockId, cb);
