@@ -5,6 +5,7 @@
  */
 import { cpus, loadavg } from 'node:os';
 import type { Contender } from './client.js';
+import { benchUncontended } from './matrix.js';
 import { handoffNote, runMatrix, type MatrixOptions, type MatrixResult } from './run.js';
 
 /** The machine a run happened on (figures compare only within one run). */
@@ -21,12 +22,26 @@ export function machineInfo(): MachineInfo {
   return { cpus: cpus().length, cpu: cpus()[0]?.model ?? '?', node: process.version, load: loadavg()[0] ?? 0 };
 }
 
+/** Options of {@link runComparison}. */
+export interface ComparisonOptions extends MatrixOptions {
+  /** Progress lines (`name: row`). */
+  readonly progress?: (line: string) => void;
+  /**
+   * Unmeasured acquire+release cycles of every contender before the first is measured, so
+   * that a freshly started engine (JIT, caches, prepared statements) does not count against
+   * whoever comes first. @default 50
+   */
+  readonly warmupCycles?: number;
+}
+
 /** Run the matrix for each contender in turn, with the same options. */
-export async function runComparison(
-  contenders: readonly Contender[],
-  o: MatrixOptions & { readonly progress?: (line: string) => void } = {},
-): Promise<MatrixResult[]> {
+export async function runComparison(contenders: readonly Contender[], o: ComparisonOptions = {}): Promise<MatrixResult[]> {
   const results: MatrixResult[] = [];
+  const warmup = o.warmupCycles ?? 50;
+  if (warmup > 0) {
+    o.progress?.('warm-up');
+    for (const c of contenders) await benchUncontended(c, warmup);
+  }
   for (const c of contenders) {
     const progress = o.progress;
     results.push(await runMatrix(c, { ...o, ...(progress ? { onRow: (row: string) => progress(`${c.name}: ${row}`) } : {}) }));

@@ -28,4 +28,12 @@ export {
   type WaitersResult,
 } from './matrix.js';
 export { formatMatrix, handoffNote, runMatrix, waitersLine, type MatrixOptions, type MatrixResult } from './run.js';
-export { formatComparison, formatRatios, jsonLines, machineInfo, runComparison, type MachineInfo } from './compare.js';
+export {
+  formatComparison,
+  formatRatios,
+  jsonLines,
+  machineInfo,
+  runComparison,
+  type ComparisonOptions,
+  type MachineInfo,
+} from './compare.js';

@@ -60,6 +60,7 @@ const quick = {
   waiters: 30,
   idleMs: 50,
   handoff: { unreportedSettleMs: 5 },
+  warmupCycles: 5,
   waitersSettleMs: 100,
 };
 
