@@ -79,7 +79,8 @@ export async function benchHandoff(source: BenchSource, iterations: number, fair
         t1 = performance.now();
         return h;
       });
-      if (c.reportsQueued) await queued;
+      // (A grant without a queued report would be a broken lock: do not hang on it.)
+      if (c.reportsQueued) await Promise.race([queued, next]);
       // Let the waiter settle into its wait (subscribe / watch / sleep between polls).
       await sleep(settleMs);
       const t0 = performance.now();
