@@ -2,8 +2,8 @@
  * Apache Curator's InterProcessMutex as a matrix contender: one JVM (CuratorBench.java, run
  * in source-file mode with Debian's Curator jars, installed by the harness like the interop
  * test's peer) holds every Curator client; each matrix client is one Curator client (its own
- * session). Requests and answers are lines over the JVM's stdin/stdout, a hop of a few tens
- * of µs each way that Curator's figures include.
+ * session). Requests and answers are lines over the JVM's stdin/stdout: one more hop each
+ * way, which Curator's figures include.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
