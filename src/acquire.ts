@@ -44,6 +44,8 @@ export interface AcquireHost {
   backend(signal: AbortSignal): Backend | Promise<Backend>;
   /** Refuse options the backend cannot honour. */
   checkCapabilities(backend: Backend, kind: LockKind, s: CallSettings): void;
+  /** Aborted by close() (with the reason a tracked controller gets): the signal of a call that needs none of its own. */
+  readonly closeSignal: AbortSignal;
   /** Abort `controller` on close(); returns the function that stops doing so. */
   track(controller: AbortController): () => void;
   /** A new lease on `grant`, with the locker's hooks (not started). */
@@ -66,14 +68,55 @@ export interface AcquireSpec {
   readonly ownerId: string;
 }
 
+/**
+ * The abort signal of one acquisition. A call with no signal, no timeout and no explicit
+ * owner can only be ended by close(), so until it has to wait it borrows the locker's close
+ * signal; a controller of its own (tracked by close(), fed by the user's signal and the
+ * timeout) is made only when needed. An AbortController per call was most of the core's own
+ * cost of an uncontended cycle (docs/benchmarks.md, "The core's own cost").
+ */
+class AttemptSignal {
+  readonly #host: AcquireHost;
+  readonly #spec: AcquireSpec;
+  #controller: AbortController | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #unlisten: (() => void) | undefined;
+  #untrack: (() => void) | undefined;
+
+  constructor(host: AcquireHost, spec: AcquireSpec) {
+    this.#host = host;
+    this.#spec = spec;
+    const s = spec.settings;
+    if (s.signal !== undefined || s.owner !== undefined || (spec.mode.wait && spec.mode.timeoutMs !== undefined)) this.own();
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller?.signal ?? this.#host.closeSignal;
+  }
+
+  /** Switch to a controller of this call's own (idempotent); returns its signal. */
+  own(): AbortSignal {
+    if (this.#controller) return this.#controller.signal;
+    const controller = new AbortController();
+    this.#controller = controller;
+    this.#untrack = this.#host.track(controller);
+    this.#unlisten = forwardAbort(this.#spec.settings.signal, controller);
+    const t = this.#spec.mode.timeoutMs;
+    // Ref'd on purpose: a caller awaiting a lock keeps the process alive; cleared when the wait ends.
+    if (t !== undefined && this.#spec.mode.wait) this.#timer = setTimeout(() => controller.abort(TIMEOUT), t);
+    return controller.signal;
+  }
+
+  dispose(): void {
+    clearTimeout(this.#timer);
+    this.#unlisten?.();
+    this.#untrack?.();
+  }
+}
+
 /** Run one acquisition to its end: a held lock, `null` (tryLock), or an error. */
 export async function acquire(host: AcquireHost, spec: AcquireSpec): Promise<Lock | null> {
-  const attempt = new AbortController();
-  const untrack = host.track(attempt);
-  const unlisten = forwardAbort(spec.settings.signal, attempt);
-  const t = spec.mode.timeoutMs;
-  // Ref'd on purpose: a caller awaiting a lock keeps the process alive; cleared when the wait ends.
-  const timer = t === undefined || !spec.mode.wait ? undefined : setTimeout(() => attempt.abort(TIMEOUT), t);
+  const attempt = new AttemptSignal(host, spec);
   try {
     const found = host.holds.reenter(spec.lockId, spec.kind, spec.settings.owner, spec.settings.reentrant, attempt.signal);
     const again = found instanceof Promise ? await found : found;
@@ -86,7 +129,7 @@ export async function acquire(host: AcquireHost, spec: AcquireSpec): Promise<Loc
     const backend = connecting instanceof Promise ? await connecting : connecting;
     host.checkCapabilities(backend, spec.kind, spec.settings);
     try {
-      return await new Loop(host, backend, spec, attempt.signal).run();
+      return await new Loop(host, backend, spec, attempt).run();
     } catch (err) {
       if (attempt.signal.aborted) throw err;
       throw unavailable(backend.name, `acquire of '${spec.lockId}'`, err);
@@ -98,9 +141,7 @@ export async function acquire(host: AcquireHost, spec: AcquireSpec): Promise<Loc
     if (spec.mode.onTimeout === 'null') return null;
     throw new LockTimeoutError(spec.lockId, spec.mode.timeoutMs ?? 0);
   } finally {
-    clearTimeout(timer);
-    unlisten();
-    untrack();
+    attempt.dispose();
   }
 }
 
@@ -109,7 +150,7 @@ class Loop {
   readonly #host: AcquireHost;
   readonly #backend: Backend;
   readonly #spec: AcquireSpec;
-  readonly #signal: AbortSignal;
+  readonly #attempt: AttemptSignal;
   readonly #started = now();
   #ticket: unknown;
   /** An attempt failed in flight: it may have left a hold or a queue entry on the server. */
@@ -117,11 +158,15 @@ class Loop {
   #lease: Lease | undefined;
   #earlyLoss: { reason: LossReason; cause: unknown } | undefined;
 
-  constructor(host: AcquireHost, backend: Backend, spec: AcquireSpec, signal: AbortSignal) {
+  constructor(host: AcquireHost, backend: Backend, spec: AcquireSpec, attempt: AttemptSignal) {
     this.#host = host;
     this.#backend = backend;
     this.#spec = spec;
-    this.#signal = signal;
+    this.#attempt = attempt;
+  }
+
+  get #signal(): AbortSignal {
+    return this.#attempt.signal;
   }
 
   #request(): AcquireRequest {
@@ -168,7 +213,9 @@ class Loop {
           announced = true;
           this.#host.waiting(this.#spec.lockId, this.#spec.ownerId, this.#spec.kind);
         }
-        await raceAbort(this.#backend.waitForChange(this.#spec.lockId, this.#ticket, this.#signal), this.#signal);
+        // A wait gets a signal of its own: waits must not pile listeners onto the shared close signal.
+        const signal = this.#attempt.own();
+        await raceAbort(this.#backend.waitForChange(this.#spec.lockId, this.#ticket, signal), signal);
       }
     } catch (err) {
       await this.#abandon();

@@ -3,6 +3,7 @@
  * backend. The wait loop is in acquire.ts, re-entry in holds.ts, the lease in lease.ts.
  */
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { isAbandonable, type Backend, type Grant, type LockKind, type LockState } from './backend.js';
 import { connect, parseBackendUrl } from './connect.js';
 import { InvalidArgumentError, LockerClosedError, LockLostError, UnsupportedError } from './errors.js';
@@ -93,6 +94,8 @@ export class Locker extends TypedEmitter {
     this.#source = source;
     this.options = options;
     this.#host = this.#makeHost();
+    // Every uncontended attempt in flight borrows this signal (acquire.ts): many at once is normal.
+    setMaxListeners(0, this.#closeController.signal);
   }
 
   /** Wait until the lock is held (mutex). Rejects `LockTimeoutError` after `timeoutMs`. */
@@ -284,6 +287,7 @@ export class Locker extends TypedEmitter {
   #makeHost(): AcquireHost {
     return {
       holds: this.#holds,
+      closeSignal: this.#closeController.signal,
       backend: (signal) => this.#ready ?? withDeadline(this.#getBackend(), { signal }),
       checkCapabilities: checkCapabilities,
       track: (c) => {

@@ -4,15 +4,36 @@
  */
 export { jainIndex, longestStreak, percentiles, type Percentiles } from './stats.js';
 export {
+  contenderOf,
+  lockerContender,
+  type BenchAcquireOptions,
+  type BenchClient,
+  type BenchHold,
+  type BenchSource,
+  type Contender,
+  type LockerFactory,
+} from './client.js';
+export {
   benchHandoff,
   benchHot,
   benchKeys,
   benchUncontended,
   benchWaiters,
+  type HandoffOptions,
+  type HandoffResult,
   type HotResult,
   type KeysResult,
-  type LockerFactory,
   type ServerProbe,
+  type WaitersOptions,
   type WaitersResult,
 } from './matrix.js';
-export { formatMatrix, runMatrix, type MatrixOptions, type MatrixResult } from './run.js';
+export { formatMatrix, handoffNote, runMatrix, waitersLine, type MatrixOptions, type MatrixResult } from './run.js';
+export {
+  formatComparison,
+  formatRatios,
+  jsonLines,
+  machineInfo,
+  runComparison,
+  type ComparisonOptions,
+  type MachineInfo,
+} from './compare.js';

@@ -1,132 +1,172 @@
 /**
  * The benchmark matrix every backend is measured with (`locksmith bench --backend URL`, and
  * the per-engine scripts in `bench/` that add their peers): uncontended latency, hand-off
- * latency, one hot lock at several contender counts, many keys, many idle waiters. See
- * docs/benchmarks.md. Figures are for comparison within one run on one machine.
+ * latency, one hot lock at several contender counts, many keys, many idle waiters. Each row
+ * runs over a {@link Contender}, so locksmith and its peers are measured by the same code in
+ * the same run. See docs/benchmarks.md. Figures are for comparison within one run.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { performance } from 'node:perf_hooks';
-import type { Locker } from '../locker.js';
-import type { LockerOptions } from '../options.js';
+import { setMaxListeners } from 'node:events';
+import { contenderOf, type BenchClient, type BenchHold, type BenchSource, type Contender } from './client.js';
 import { jainIndex, longestStreak, percentiles, type Percentiles } from './stats.js';
-
-/** Makes a fresh client of the backend under test. */
-export type LockerFactory = (options?: Partial<LockerOptions>) => Locker;
 
 const unique = (label: string): string => `bench:${label}:${Date.now().toString(36)}:${Math.random().toString(36).slice(2, 8)}`;
 
-/** Uncontended acquire+release latency. */
-export async function benchUncontended(make: LockerFactory, iterations: number, fair = false): Promise<Percentiles> {
-  const locker = make();
+/** Open clients, warm each (connections, scripts, sessions) on a lock of its own. */
+async function warmClients(c: Contender, n: number): Promise<BenchClient[]> {
+  const clients = await Promise.all(Array.from({ length: n }, () => c.client()));
+  const warm = unique('warm');
+  await Promise.all(clients.map(async (client, i) => void (await (await client.acquire(`${warm}:${i}`)).release())));
+  return clients;
+}
+
+const closeAll = (clients: readonly BenchClient[]): Promise<unknown> => Promise.allSettled(clients.map((c) => c.close()));
+
+/** Uncontended acquire+release latency (after `iterations / 10` unmeasured cycles, at most 50). */
+export async function benchUncontended(source: BenchSource, iterations: number, fair = false): Promise<Percentiles> {
+  const [client] = await warmClients(contenderOf(source, fair), 1);
+  if (!client) throw new Error('no client');
   const lockId = unique('unc');
   try {
     const samples: number[] = [];
-    for (let i = 0; i < iterations; i++) {
+    const warmup = Math.min(50, Math.floor(iterations / 10));
+    for (let i = 0; i < warmup + iterations; i++) {
       const t0 = performance.now();
-      const lock = await locker.lock(lockId, { fair });
-      await lock.release();
-      samples.push(performance.now() - t0);
+      await (await client.acquire(lockId)).release();
+      if (i >= warmup) samples.push(performance.now() - t0);
     }
     return percentiles(samples);
   } finally {
-    await locker.close();
+    await client.close();
   }
 }
 
-/** Resolve when `locker` announces that it waits for `lockId`. */
-function queued(locker: Locker, lockId: string): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const on = (e: { lockId: string }): void => {
-      if (e.lockId !== lockId) return;
-      locker.off('waiting', on);
-      resolve();
-    };
-    locker.on('waiting', on);
-  });
+/** Hand-off settings (the row's defaults fit every library measured so far). */
+export interface HandoffOptions {
+  /** After the waiter reported it queued, wait this long before the release (ms). @default 5 */
+  readonly settleMs?: number;
+  /** For a contender that cannot report queueing: the waiter is assumed queued after this (ms). @default 30 */
+  readonly unreportedSettleMs?: number;
+  /** Stop sampling after this long (a polling peer takes ~0.2 s per sample) (ms). @default 30000 */
+  readonly budgetMs?: number;
+}
+
+/** Result of {@link benchHandoff}: the latencies and how the waiter was known to be queued. */
+export interface HandoffResult extends Percentiles {
+  /** `event`: the client reported it; `delay`: assumed after `settleMs`. */
+  readonly queuedBy: 'event' | 'delay';
+  /** The delay between "queued" and the release (ms). */
+  readonly settleMs: number;
 }
 
 /** Hand-off latency: A holds, B waits (queued), A releases at t0, B holds at t1; t1 − t0. */
-export async function benchHandoff(make: LockerFactory, iterations: number, fair = false): Promise<Percentiles> {
-  const a = make();
-  const b = make();
+export async function benchHandoff(source: BenchSource, iterations: number, fair = false, o: HandoffOptions = {}): Promise<HandoffResult> {
+  const c = contenderOf(source, fair);
+  const [a, b] = await warmClients(c, 2);
+  if (!a || !b) throw new Error('no client');
   const lockId = unique('handoff');
+  const settleMs = c.reportsQueued ? (o.settleMs ?? 5) : (o.unreportedSettleMs ?? 30);
+  const stopAt = performance.now() + (o.budgetMs ?? 30_000);
   try {
     const samples: number[] = [];
-    for (let i = 0; i < iterations; i++) {
-      const held = await a.lock(lockId, { fair });
-      const waiting = queued(b, lockId);
+    for (let i = 0; i < iterations && (i === 0 || performance.now() < stopAt); i++) {
+      const held = await a.acquire(lockId);
       let t1 = 0;
-      const next = b.lock(lockId, { fair }).then((l) => {
+      let onQueued: () => void = () => undefined;
+      const queued = new Promise<void>((resolve) => (onQueued = resolve));
+      const next = b.acquire(lockId, c.reportsQueued ? { onQueued } : {}).then((h) => {
         t1 = performance.now();
-        return l;
+        return h;
       });
-      await waiting;
-      // Let the waiter settle into its wait (subscribe / watch) before the release.
-      await sleep(5);
+      // (A grant without a queued report would be a broken lock: do not hang on it.)
+      if (c.reportsQueued) await Promise.race([queued, next]);
+      // Let the waiter settle into its wait (subscribe / watch / sleep between polls).
+      await sleep(settleMs);
       const t0 = performance.now();
       await held.release();
       const got = await next;
       samples.push(t1 - t0);
       await got.release();
     }
-    return percentiles(samples);
+    return { ...percentiles(samples), queuedBy: c.reportsQueued ? 'event' : 'delay', settleMs };
   } finally {
-    await Promise.all([a.close(), b.close()]);
+    await closeAll([a, b]);
   }
 }
 
 /** Result of {@link benchHot}. */
 export interface HotResult {
   readonly contenders: number;
+  /** Grants within the row's duration. */
   readonly ops: number;
   readonly opsPerSec: number;
   readonly jain: number;
   readonly longestStreak: number;
-  /** The longest any contender waited for one grant (ms). */
+  /** The longest any contender waited for one grant within the row (ms; a wait still open at the end counts up to the end). */
   readonly longestWaitMs: number;
+  /** Grants that began while another client held the lock (0 for a correct lock). */
+  readonly overlaps: number;
 }
 
 /** One hot lock, `contenders` clients looping lock → critical section → release for `durationMs`. */
 export async function benchHot(
-  make: LockerFactory,
+  source: BenchSource,
   contenders: number,
   durationMs: number,
   criticalMs: number,
   fair = false,
 ): Promise<HotResult> {
-  const lockers = Array.from({ length: contenders }, () => make());
+  const clients = await warmClients(contenderOf(source, fair), contenders);
   const lockId = unique('hot');
   const counts = new Array<number>(contenders).fill(0);
   const sequence: number[] = [];
+  const stop = new AbortController();
+  setMaxListeners(contenders + 10, stop.signal);
   let longestWaitMs = 0;
+  let inside = 0;
+  let overlaps = 0;
   const t0 = performance.now();
   const stopAt = t0 + durationMs;
+  const timer = setTimeout(() => stop.abort(new Error('row over')), durationMs);
+  const loop = async (client: BenchClient, who: number): Promise<void> => {
+    while (performance.now() < stopAt) {
+      const asked = performance.now();
+      let hold: BenchHold;
+      try {
+        hold = await client.acquire(lockId, { signal: stop.signal });
+      } catch (err) {
+        if (!stop.signal.aborted) throw err;
+        // Still waiting when the row ended: a starved contender's wait counts too.
+        longestWaitMs = Math.max(longestWaitMs, stopAt - asked);
+        return;
+      }
+      const got = performance.now();
+      if (++inside > 1) overlaps += 1;
+      longestWaitMs = Math.max(longestWaitMs, Math.min(got, stopAt) - asked);
+      if (got <= stopAt) {
+        sequence.push(who);
+        counts[who] = (counts[who] ?? 0) + 1;
+      }
+      if (criticalMs > 0) await sleep(criticalMs);
+      inside -= 1;
+      await hold.release();
+    }
+  };
   try {
-    await Promise.all(
-      lockers.map(async (locker, who) => {
-        while (performance.now() < stopAt) {
-          const asked = performance.now();
-          const lock = await locker.tryLock(lockId, { waitMs: Math.max(1, stopAt - asked), fair });
-          if (!lock) break;
-          longestWaitMs = Math.max(longestWaitMs, performance.now() - asked);
-          sequence.push(who);
-          counts[who] = (counts[who] ?? 0) + 1;
-          if (criticalMs > 0) await sleep(criticalMs);
-          await lock.release();
-        }
-      }),
-    );
+    await Promise.all(clients.map(loop));
   } finally {
-    await Promise.all(lockers.map((l) => l.close()));
+    clearTimeout(timer);
+    await closeAll(clients);
   }
-  const elapsed = (performance.now() - t0) / 1000;
   return {
     contenders,
     ops: sequence.length,
-    opsPerSec: sequence.length / elapsed,
+    opsPerSec: sequence.length / (durationMs / 1000),
     jain: jainIndex(counts),
     longestStreak: longestStreak(sequence),
     longestWaitMs,
+    overlaps,
   };
 }
 
@@ -139,81 +179,32 @@ export interface KeysResult {
   readonly releasesPerSec: number;
 }
 
+/** Run `work(i)` for i in [0, n) with `width` in flight. */
+async function inFlight(n: number, width: number, work: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(width, n) }, async () => {
+      while (next < n) await work(next++);
+    }),
+  );
+}
+
 /** Acquire `keys` distinct locks from one client (64 in flight), hold them all, release them all. */
-export async function benchKeys(make: LockerFactory, keys: number): Promise<KeysResult> {
-  const locker = make();
+export async function benchKeys(source: BenchSource, keys: number, fair = false): Promise<KeysResult> {
+  const [client] = await warmClients(contenderOf(source, fair), 1);
+  if (!client) throw new Error('no client');
   const base = unique('keys');
-  const inFlight = 64;
   try {
-    const held: Awaited<ReturnType<Locker['lock']>>[] = [];
-    let next = 0;
+    const held: BenchHold[] = [];
     const t0 = performance.now();
-    await Promise.all(
-      Array.from({ length: Math.min(inFlight, keys) }, async () => {
-        while (next < keys) {
-          const i = next++;
-          held.push(await locker.lock(`${base}:${i}`));
-        }
-      }),
-    );
+    await inFlight(keys, 64, async (i) => void held.push(await client.acquire(`${base}:${i}`)));
     const t1 = performance.now();
-    let r = 0;
-    await Promise.all(
-      Array.from({ length: Math.min(inFlight, keys) }, async () => {
-        while (r < held.length) {
-          const lock = held[r++];
-          await lock?.release();
-        }
-      }),
-    );
+    await inFlight(held.length, 64, async (i) => held[i]?.release());
     const t2 = performance.now();
     return { keys, acquiresPerSec: keys / ((t1 - t0) / 1000), releasesPerSec: keys / ((t2 - t1) / 1000) };
   } finally {
-    await locker.close();
+    await client.close();
   }
 }
 
-/** Counts something on the server (commands processed, queries…): the per-engine scripts pass one. */
-export type ServerProbe = () => Promise<number>;
-
-/** Result of {@link benchWaiters}. */
-export interface WaitersResult {
-  readonly waiters: number;
-  /** Server operations per second while everybody waits and nothing changes (when a probe was given). */
-  readonly idleOpsPerSec: number | undefined;
-  /** Client heap per waiter (bytes), measured after the waiters settled. */
-  readonly heapPerWaiterBytes: number;
-  /** Time for all of them to get the lock once, one after the other (ms). */
-  readonly drainMs: number;
-}
-
-/** `waiters` queued on one held lock (from ⌈waiters/100⌉ clients): idle cost, then the drain. */
-export async function benchWaiters(make: LockerFactory, waiters: number, idleMs: number, probe?: ServerProbe): Promise<WaitersResult> {
-  const holder = make();
-  const clients = Array.from({ length: Math.ceil(waiters / 100) }, () => make());
-  const lockId = unique('waiters');
-  try {
-    const held = await holder.lock(lockId);
-    const heapBefore = process.memoryUsage().heapUsed;
-    let announced = 0;
-    for (const c of clients) c.on('waiting', (e) => void (e.lockId === lockId && (announced += 1)));
-    const done = clients.flatMap((c, k) =>
-      Array.from({ length: Math.ceil((waiters - k) / clients.length) }, () =>
-        c.lock(lockId, { timeoutMs: 600_000 }).then((l) => l.release()),
-      ),
-    );
-    while (announced < waiters) await sleep(20);
-    await sleep(Math.min(1_000, idleMs));
-    const heapPerWaiterBytes = Math.max(0, (process.memoryUsage().heapUsed - heapBefore) / waiters);
-    const before = probe ? await probe() : 0;
-    const t0 = performance.now();
-    await sleep(idleMs);
-    const idleOpsPerSec = probe ? ((await probe()) - before) / ((performance.now() - t0) / 1000) : undefined;
-    const drainStart = performance.now();
-    await held.release();
-    await Promise.all(done);
-    return { waiters, idleOpsPerSec, heapPerWaiterBytes, drainMs: performance.now() - drainStart };
-  } finally {
-    await Promise.all([holder, ...clients].map((l) => l.close()));
-  }
-}
+export { benchWaiters, type ServerProbe, type WaitersOptions, type WaitersResult } from './waiters.js';

@@ -1,6 +1,8 @@
 /** The whole matrix in one call, and its text form (what `locksmith bench` prints). */
 import * as matrix from './matrix.js';
-import type { HotResult, KeysResult, LockerFactory, ServerProbe, WaitersResult } from './matrix.js';
+import { contenderOf, type BenchSource } from './client.js';
+import type { HandoffOptions, HandoffResult, HotResult, KeysResult } from './matrix.js';
+import type { ServerProbe, WaitersResult } from './waiters.js';
 import type { Percentiles } from './stats.js';
 
 /** What to run. Every field has a default sized for a few seconds per row. */
@@ -13,7 +15,7 @@ export interface MatrixOptions {
   readonly durationMs?: number;
   /** Critical section in the hot-lock rows (ms). @default 2 */
   readonly criticalMs?: number;
-  /** Fair mode everywhere. @default false */
+  /** Fair mode, when the source is a `LockerFactory` (a `Contender` decides for itself). @default false */
   readonly fair?: boolean;
   /** Distinct keys of the keys row (0: skip). @default 10000 */
   readonly keys?: number;
@@ -21,67 +23,97 @@ export interface MatrixOptions {
   readonly waiters?: number;
   /** Idle window of the waiters row (ms). @default 3000 */
   readonly idleMs?: number;
+  /** Give up draining the waiters after this long (ms). @default 60000 */
+  readonly drainBudgetMs?: number;
+  /** For a contender that cannot report queueing: all waiters are assumed queued after this (ms). @default 2000 */
+  readonly waitersSettleMs?: number;
   /** Counts server operations, for the idle cost of waiters. */
   readonly probe?: ServerProbe;
+  /** Settle delays and time budget of the hand-off row. */
+  readonly handoff?: HandoffOptions;
   /** Called with each row's label as it starts (progress). */
   readonly onRow?: (label: string) => void;
 }
 
 /** Everything the matrix measured. */
 export interface MatrixResult {
+  /** The contender's name. */
+  readonly name: string;
+  /** True for a peer library (see `Contender.peer`). */
+  readonly peer: boolean;
   readonly fair: boolean;
   readonly uncontended: Percentiles;
-  readonly handoff: Percentiles;
+  readonly handoff: HandoffResult;
   readonly hot: readonly HotResult[];
   readonly keys: KeysResult | undefined;
   readonly waiters: WaitersResult | undefined;
 }
 
-/** Run the matrix against the backend `make` creates clients of. */
-export async function runMatrix(make: LockerFactory, o: MatrixOptions = {}): Promise<MatrixResult> {
+/** Run the matrix against one contender (or locksmith over a `LockerFactory`). */
+export async function runMatrix(source: BenchSource, o: MatrixOptions = {}): Promise<MatrixResult> {
   const fair = o.fair ?? false;
+  const c = contenderOf(source, fair);
   const n = o.iterations ?? 200;
   const row = o.onRow ?? (() => undefined);
   row('uncontended');
-  const uncontended = await matrix.benchUncontended(make, n, fair);
+  const uncontended = await matrix.benchUncontended(c, n);
   row('hand-off');
-  const handoff = await matrix.benchHandoff(make, Math.min(n, 100), fair);
+  const handoff = await matrix.benchHandoff(c, Math.min(n, 100), fair, o.handoff);
   const hot: HotResult[] = [];
-  for (const c of o.contenders ?? [1, 2, 8, 32, 64]) {
-    row(`hot lock x${c}`);
-    hot.push(await matrix.benchHot(make, c, o.durationMs ?? 3_000, o.criticalMs ?? 2, fair));
+  for (const k of o.contenders ?? [1, 2, 8, 32, 64]) {
+    row(`hot lock x${k}`);
+    hot.push(await matrix.benchHot(c, k, o.durationMs ?? 3_000, o.criticalMs ?? 2));
   }
   const keyCount = o.keys ?? 10_000;
   if (keyCount > 0) row(`${keyCount} keys`);
-  const keys = keyCount > 0 ? await matrix.benchKeys(make, keyCount) : undefined;
+  const keys = keyCount > 0 ? await matrix.benchKeys(c, keyCount) : undefined;
   const waiterCount = o.waiters ?? 1_000;
   if (waiterCount > 0) row(`${waiterCount} waiters`);
-  const waiters = waiterCount > 0 ? await matrix.benchWaiters(make, waiterCount, o.idleMs ?? 3_000, o.probe) : undefined;
-  return { fair, uncontended, handoff, hot, keys, waiters };
+  const waiters =
+    waiterCount > 0
+      ? await matrix.benchWaiters(c, waiterCount, {
+          idleMs: o.idleMs ?? 3_000,
+          ...(o.probe ? { probe: o.probe } : {}),
+          ...(o.drainBudgetMs === undefined ? {} : { drainBudgetMs: o.drainBudgetMs }),
+          ...(o.waitersSettleMs === undefined ? {} : { unreportedSettleMs: o.waitersSettleMs }),
+        })
+      : undefined;
+  return { name: c.name, peer: c.peer ?? false, fair: c.fair ?? fair, uncontended, handoff, hot, keys, waiters };
 }
 
 const ms = (x: number): string => `${x.toFixed(3)} ms`;
+
+/** How the hand-off row knew the waiter was queued, for the output. */
+export function handoffNote(h: HandoffResult): string {
+  return h.queuedBy === 'event'
+    ? `release ${h.settleMs} ms after the waiter queued`
+    : `waiter assumed queued after ${h.settleMs} ms (no event)`;
+}
+
+/** The waiters row as one line. */
+export function waitersLine(w: WaitersResult): string {
+  const idle = w.idleOpsPerSec === undefined ? 'server ops n/a' : `${w.idleOpsPerSec.toFixed(1)} server ops/s idle`;
+  const drained =
+    w.drained === w.waiters ? `drained in ${w.drainMs.toFixed(0)} ms` : `${w.drained} drained in ${w.drainMs.toFixed(0)} ms (budget)`;
+  const assumed = w.queuedBy === 'delay' ? ' (queued assumed after a delay)' : '';
+  return `${w.waiters} waiters${assumed}: ${idle}, ${(w.heapPerWaiterBytes / 1024).toFixed(1)} KiB heap each, ${drained}`;
+}
 
 /** The matrix as text lines. */
 export function formatMatrix(r: MatrixResult): string[] {
   const lines = [
     `uncontended acquire+release: p50 ${ms(r.uncontended.p50)}, p99 ${ms(r.uncontended.p99)}`,
-    `hand-off${r.fair ? ' (fair)' : ''}: p50 ${ms(r.handoff.p50)}, p99 ${ms(r.handoff.p99)}`,
+    `hand-off${r.fair ? ' (fair)' : ''}: p50 ${ms(r.handoff.p50)}, p99 ${ms(r.handoff.p99)} (n ${r.handoff.n}; ${handoffNote(r.handoff)})`,
   ];
   for (const h of r.hot) {
+    const overlaps = h.overlaps > 0 ? `, ${h.overlaps} OVERLAPPING GRANTS` : '';
     lines.push(
-      `hot lock x${h.contenders}: ${h.opsPerSec.toFixed(1)} ops/s, Jain ${h.jain.toFixed(3)}, longest streak ${h.longestStreak}, longest wait ${h.longestWaitMs.toFixed(0)} ms`,
+      `hot lock x${h.contenders}: ${h.opsPerSec.toFixed(1)} ops/s, Jain ${h.jain.toFixed(3)}, longest streak ${h.longestStreak}, longest wait ${h.longestWaitMs.toFixed(0)} ms${overlaps}`,
     );
   }
   if (r.keys) {
     lines.push(`${r.keys.keys} keys: ${r.keys.acquiresPerSec.toFixed(0)} acquires/s, ${r.keys.releasesPerSec.toFixed(0)} releases/s`);
   }
-  if (r.waiters) {
-    const w = r.waiters;
-    const idle = w.idleOpsPerSec === undefined ? 'server ops n/a' : `${w.idleOpsPerSec.toFixed(1)} server ops/s idle`;
-    lines.push(
-      `${w.waiters} waiters: ${idle}, ${(w.heapPerWaiterBytes / 1024).toFixed(1)} KiB heap each, drained in ${w.drainMs.toFixed(0)} ms`,
-    );
-  }
+  if (r.waiters) lines.push(waitersLine(r.waiters));
   return lines;
 }

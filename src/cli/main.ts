@@ -129,6 +129,7 @@ interface BenchFlags {
   critical: string;
   keys: string;
   waiters: string;
+  idle: string;
   fair: boolean;
   json: boolean;
 }
@@ -144,6 +145,7 @@ function addBench(cmd: Command, out: Output): void {
     .option('--critical <duration>', 'critical section in the hot-lock rows', '2ms')
     .option('--keys <n>', 'distinct keys of the keys row (0: skip)', '10000')
     .option('--waiters <n>', 'waiters of the waiters row (0: skip)', '1000')
+    .option('--idle <duration>', 'idle window of the waiters row', '3s')
     .option('--fair', 'fair mode', false)
     .option('--json', 'print the result as JSON', false)
     .action(async (f: BenchFlags) => {
@@ -155,6 +157,7 @@ function addBench(cmd: Command, out: Output): void {
         criticalMs: parseDuration(f.critical, '--critical', true),
         keys: parseCount(f.keys, '--keys', 0, 10_000_000),
         waiters: parseCount(f.waiters, '--waiters', 0, 1_000_000),
+        idleMs: parseDuration(f.idle, '--idle'),
         fair: f.fair,
         onRow: (label) => process.stderr.write(`locksmith bench: ${label}\n`),
       });

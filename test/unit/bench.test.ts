@@ -1,0 +1,179 @@
+/**
+ * The benchmark matrix over the contender interface, on memory:// (fast): locksmith and a
+ * "peer" (the same lock, seen through a client that cannot report queueing) run the same
+ * rows; the rows notice a lock that does not exclude, a drain that does not end, and a
+ * peer without a queued event; the comparison names the best peer.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { createLocker } from '../../src/index.js';
+import {
+  benchHandoff,
+  benchHot,
+  benchWaiters,
+  formatComparison,
+  jsonLines,
+  lockerContender,
+  runComparison,
+  runMatrix,
+  type BenchClient,
+  type Contender,
+} from '../../src/bench/index.js';
+
+let n = 0;
+const memory = (): string => `memory://bench-unit-${++n}`;
+
+/** locksmith on one memory:// namespace. */
+function locksmith(fair = false): Contender {
+  const url = memory();
+  return lockerContender(fair ? 'locksmith (fair)' : 'locksmith', () => createLocker(url), fair);
+}
+
+/** The same lock as a peer library that has no "waiting" event. */
+function silentPeer(name: string): Contender {
+  const inner = locksmith();
+  return {
+    name,
+    peer: true,
+    reportsQueued: false,
+    async client(): Promise<BenchClient> {
+      const c = await inner.client();
+      return { acquire: (lockId, o = {}) => c.acquire(lockId, o.signal ? { signal: o.signal } : {}), close: () => c.close() };
+    },
+  };
+}
+
+/** A "lock" that grants everybody at once: the hot row must see the overlaps. */
+const noLock: Contender = {
+  name: 'no lock',
+  peer: true,
+  reportsQueued: false,
+  client: () => ({ acquire: async () => ({ release: async () => undefined }), close: async () => undefined }),
+};
+
+const quick = {
+  iterations: 20,
+  contenders: [1, 4],
+  durationMs: 150,
+  criticalMs: 1,
+  keys: 200,
+  waiters: 30,
+  idleMs: 50,
+  handoff: { unreportedSettleMs: 5 },
+  warmupCycles: 5,
+  waitersSettleMs: 100,
+};
+
+test('runMatrix runs every row for a locksmith contender and a peer, with the same options', async () => {
+  const results = await runComparison([locksmith(true), silentPeer('peer')], quick);
+  assert.deepEqual(
+    results.map((r) => [r.name, r.peer]),
+    [
+      ['locksmith (fair)', false],
+      ['peer', true],
+    ],
+  );
+  for (const r of results) {
+    assert.equal(r.uncontended.n, 20);
+    assert.deepEqual(
+      r.hot.map((h) => h.contenders),
+      [1, 4],
+    );
+    for (const h of r.hot) {
+      assert.equal(h.overlaps, 0, `${r.name}: one holder at a time`);
+      assert.ok(h.ops > 0);
+    }
+    assert.equal(r.keys?.keys, 200);
+    assert.equal(r.waiters?.drained, 30, `${r.name}: every waiter got the lock`);
+  }
+  assert.equal(results[0]?.fair, true, 'the contender says it is fair');
+  assert.equal(results[0]?.handoff.queuedBy, 'event');
+  assert.equal(results[1]?.handoff.queuedBy, 'delay', 'a peer without the event is assumed queued after a delay');
+  assert.equal(results[1]?.waiters?.queuedBy, 'delay');
+  const fair = results[0]?.hot.find((h) => h.contenders === 4);
+  assert.equal(fair?.longestStreak, 1, 'fair grants rotate');
+});
+
+test('the comparison prints both tables, the hand-off notes and ratios against the best peer', async () => {
+  const results = await runComparison([locksmith(), silentPeer('peer A'), silentPeer('peer B')], { ...quick, contenders: [2] });
+  const text = formatComparison(results).join('\n');
+  assert.match(text, /\| locksmith \| [\d.]+ \/ [\d.]+ \|/);
+  assert.match(text, /\| peer B \| 2 \|/);
+  assert.match(text, /peer A: hand-off waiter assumed queued after 5 ms \(no event\)/);
+  assert.match(text, /locksmith \/ best peer: uncontended p50 [\d.]+× \(peer [AB]\)/);
+  assert.match(text, /hot x2 ops\/s [\d.]+× \(peer [AB]\)/);
+  assert.ok(!/peer A \/ best peer/.test(text), 'peers get no ratio line');
+  const lines = jsonLines(results, { engine: 'memory' }).map((l) => JSON.parse(l) as { library: string; engine: string });
+  assert.deepEqual(
+    lines.map((l) => [l.library, l.engine]),
+    [
+      ['locksmith', 'memory'],
+      ['peer A', 'memory'],
+      ['peer B', 'memory'],
+    ],
+  );
+});
+
+test('the hot-lock row counts grants that overlap another holder', async () => {
+  const r = await benchHot(noLock, 3, 100, 1);
+  assert.ok(r.overlaps > 0, 'a lock that excludes nobody is caught');
+});
+
+test('the hot-lock row counts a wait still open at the end as the longest wait', async () => {
+  let made = 0;
+  // Client 0 never gets the lock (it waits until the row aborts it); the others always do.
+  const starving: Contender = {
+    name: 'starving',
+    reportsQueued: false,
+    client() {
+      const me = made++;
+      return {
+        acquire: (_lockId, o = {}) =>
+          me === 0 && o.signal
+            ? new Promise((_, reject) => o.signal?.addEventListener('abort', () => reject(o.signal?.reason), { once: true }))
+            : Promise.resolve({ release: async () => undefined }),
+        close: async () => undefined,
+      };
+    },
+  };
+  const r = await benchHot(starving, 2, 200, 1);
+  assert.ok(r.longestWaitMs >= 190, `the starved wait counts (${r.longestWaitMs} ms)`);
+  assert.ok(r.jain <= 0.5 + 1e-9, 'one contender took every grant');
+});
+
+test('the hand-off row releases only after the waiter reported it queued', async () => {
+  const r = await benchHandoff(locksmith(), 5, false, { settleMs: 0 });
+  assert.equal(r.n, 5);
+  assert.equal(r.queuedBy, 'event');
+  assert.equal(r.settleMs, 0);
+});
+
+test('the waiters row counts server operations through the probe and gives up a drain at its budget', async () => {
+  let probed = 0;
+  const base = locksmith();
+  const held: Contender = {
+    name: 'never released',
+    reportsQueued: true,
+    async client() {
+      const c = await base.client();
+      // Releases that do nothing: the waiters can never drain.
+      return {
+        acquire: async (lockId, o) => ({ ...(await c.acquire(lockId, o)), release: async () => undefined }),
+        close: () => c.close(),
+      };
+    },
+  };
+  const r = await benchWaiters(held, 10, { idleMs: 50, probe: async () => (probed += 7), drainBudgetMs: 100, perClient: 5 });
+  assert.equal(r.drained, 0);
+  assert.ok(r.drainMs >= 100);
+  assert.ok(r.idleOpsPerSec !== undefined && r.idleOpsPerSec > 0);
+});
+
+test('runMatrix still takes a Locker factory (what `locksmith bench` passes)', async () => {
+  const url = memory();
+  const r = await runMatrix(() => createLocker(url), { ...quick, fair: true, keys: 0, waiters: 0 });
+  assert.equal(r.name, 'locksmith (fair)');
+  assert.equal(r.fair, true);
+  assert.equal(r.keys, undefined);
+  assert.equal(r.waiters, undefined);
+});
