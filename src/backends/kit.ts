@@ -7,7 +7,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { BackendUnavailableError, InvalidArgumentError, LocksmithError } from '../errors.js';
-import type { Capabilities } from '../backend.js';
+import type { Capabilities, LockKind } from '../backend.js';
 
 export type {
   AcquireRequest,
@@ -38,6 +38,46 @@ export const EVERY_CAPABILITY: Capabilities = Object.freeze({
   lockDelay: true,
   reentrant: true,
 });
+
+// ---------------------------------------------------------------- one lock across kinds
+
+/** What an acquisition asks, as far as sharing goes. */
+export interface KindAsk {
+  readonly kind: LockKind;
+  readonly permits: number;
+  readonly fair: boolean;
+}
+
+/** True for the kinds that hold alone (mutex, write). */
+export const exclusiveKind = (k: LockKind): boolean => k === 'mutex' || k === 'write';
+
+/**
+ * Can `ask` hold beside `holders`? One id is one lock across kinds: a mutex or a writer
+ * alone, readers together, semaphore holders up to the permits (docs/architecture.md).
+ */
+export function kindsCompatible(holders: readonly { readonly kind: LockKind }[], ask: Pick<KindAsk, 'kind' | 'permits'>): boolean {
+  switch (ask.kind) {
+    case 'mutex':
+    case 'write':
+      return holders.length === 0;
+    case 'read':
+      return holders.every((h) => h.kind === 'read');
+    case 'semaphore':
+      return holders.every((h) => h.kind === 'semaphore') && holders.length < ask.permits;
+  }
+}
+
+/**
+ * May `ask` pass the waiters `ahead` of it? Readers never pass a waiting writer, fair or not
+ * (a stream of readers must not starve it); fair asks pass nobody (a semaphore: as many as
+ * there are free permits).
+ */
+export function queueAllows(ask: KindAsk, ahead: readonly { readonly kind: LockKind }[], holders: number): boolean {
+  if (ask.kind === 'read') return !ahead.some((w) => exclusiveKind(w.kind));
+  if (!ask.fair) return true;
+  if (ask.kind === 'semaphore') return ahead.length < ask.permits - holders;
+  return ahead.length === 0;
+}
 
 /** setTimeout's limit; a longer delay would fire at once. */
 export const MAX_TIMER_MS = 2_147_483_647;

@@ -4,7 +4,7 @@
  * See docs/backends/memory.md.
  */
 import { performance } from 'node:perf_hooks';
-import type { LockKind } from '../kit.js';
+import { exclusiveKind as exclusive, kindsCompatible as compatible, queueAllows, type KindAsk, type LockKind } from '../kit.js';
 
 /** A waiter that stops re-attempting after being woken is dropped after this long. */
 export const WAITER_GRACE_MS = 1_000;
@@ -58,36 +58,11 @@ export function nextToken(): bigint {
   return lastToken;
 }
 
-const exclusive = (k: LockKind): boolean => k === 'mutex' || k === 'write';
-
 /** What an acquisition asks, as far as compatibility goes. */
-export interface Ask {
-  readonly kind: LockKind;
-  readonly permits: number;
-  readonly fair: boolean;
-}
+export type Ask = KindAsk;
 
-/** Can `ask` hold together with `holders`? One id is one lock across kinds. */
-export function compatible(holders: readonly Pick<Holder, 'kind'>[], ask: Ask): boolean {
-  switch (ask.kind) {
-    case 'mutex':
-    case 'write':
-      return holders.length === 0;
-    case 'read':
-      return holders.every((h) => h.kind === 'read');
-    case 'semaphore':
-      return holders.every((h) => h.kind === 'semaphore') && holders.length < ask.permits;
-  }
-}
-
-/** Does the queue let `ask` through, given the waiters ahead of it? */
-export function queueAllows(ask: Ask, ahead: readonly Waiter[], holders: number): boolean {
-  // Readers never pass a waiting writer, fair or not: a stream of readers must not starve it.
-  if (ask.kind === 'read') return !ahead.some((w) => exclusive(w.kind));
-  if (!ask.fair) return true;
-  if (ask.kind === 'semaphore') return ahead.length < ask.permits - holders;
-  return ahead.length === 0;
-}
+/** The kit's rules (one id is one lock across kinds), under the names this backend uses. */
+export { kindsCompatible as compatible, queueAllows } from '../kit.js';
 
 /** The lock table shared by every memory backend opened with the same name. */
 export class MemoryStore {

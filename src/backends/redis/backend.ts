@@ -18,7 +18,7 @@ import {
   type LockKind,
   type LockState,
 } from '../kit.js';
-import { RedisCommands, type RedisCommandClient } from './commands.js';
+import { closeClient, RedisCommands, type RedisCommandClient } from './commands.js';
 import { Inbox, type InboxMark, type RedisSubscriberClient } from './inbox.js';
 import { keyBase, lockKeys } from './keys.js';
 import { ACQUIRE, CANCEL, EXTEND, INSPECT, RELEASE } from './scripts.js';
@@ -260,11 +260,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     this.#closed = true;
     this.#inbox.close();
     this.#commands.close();
-    if (this.#ownsClient) {
-      const c = this.#client;
-      if (c.disconnect) c.disconnect(false);
-      else if (c.quit) await c.quit().catch(() => undefined);
-    }
+    if (this.#ownsClient) await closeClient(this.#client);
   }
 
   /** True after `close()`. */

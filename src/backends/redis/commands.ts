@@ -174,6 +174,18 @@ export class RedisCommands {
   }
 }
 
+/** A client the backend may close: ioredis has both; a user's wrapper may have either. */
+export interface ClosableClient {
+  quit?(): Promise<unknown>;
+  disconnect?(reconnect?: boolean): void;
+}
+
+/** Close a client the backend created (disconnect at once; else quit, ignoring a failure). */
+export async function closeClient(c: ClosableClient): Promise<void> {
+  if (c.disconnect) c.disconnect(false);
+  else if (c.quit) await c.quit().catch(() => undefined);
+}
+
 function isNoScript(err: unknown): boolean {
   return err instanceof Error && err.message.startsWith('NOSCRIPT');
 }

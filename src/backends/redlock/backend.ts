@@ -23,7 +23,7 @@ import {
   type HolderState,
   type LockState,
 } from '../kit.js';
-import { RedisCommands } from '../redis/commands.js';
+import { closeClient, RedisCommands } from '../redis/commands.js';
 import type { RedisClientLike } from '../redis/backend.js';
 import type { RedisSubscriberClient } from '../redis/inbox.js';
 import { keyBase } from '../redis/keys.js';
@@ -297,12 +297,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     this.#wake.close();
     for (const n of this.#nodes) n.commands.close();
     if (!this.#ownsClients) return;
-    await Promise.all(
-      this.#clients.map(async (c) => {
-        if (c.disconnect) c.disconnect(false);
-        else if (c.quit) await c.quit().catch(() => undefined);
-      }),
-    );
+    await Promise.all(this.#clients.map(closeClient));
   }
 
   /** True after `close()`. */

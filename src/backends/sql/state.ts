@@ -4,13 +4,11 @@
  * compatibility and queue rules are the memory backend's (docs/backends/memory.md), so every
  * engine grants the same way.
  */
-import type { AcquireRequest, LockKind } from '../kit.js';
+import { kindsCompatible, queueAllows, type AcquireRequest } from '../kit.js';
 import type { HolderRow, WaiterRow } from './types.js';
 
 /** µs per ms. */
 export const US = 1000;
-
-const exclusive = (k: LockKind): boolean => k === 'mutex' || k === 'write';
 
 /** Until when a hold keeps others out: its lease, plus the lock delay if it is never released. */
 export function blocksUntilUs(h: HolderRow): number {
@@ -54,28 +52,6 @@ export function reentry(v: LockView, req: AcquireRequest<unknown>): HolderRow | 
   return v.holders.find((h) => h.ownerId === req.ownerId && h.kind === req.kind && h.expiresUs > v.nowUs);
 }
 
-/** Can `req` hold beside `holders`? One id is one lock across kinds. */
-export function compatible(holders: readonly HolderRow[], req: Pick<AcquireRequest<unknown>, 'kind' | 'permits'>): boolean {
-  switch (req.kind) {
-    case 'mutex':
-    case 'write':
-      return holders.length === 0;
-    case 'read':
-      return holders.every((h) => h.kind === 'read');
-    case 'semaphore':
-      return holders.every((h) => h.kind === 'semaphore') && holders.length < req.permits;
-  }
-}
-
-/** Does the queue let `req` through, given the waiters ahead of it? */
-export function queueAllows(req: AcquireRequest<unknown>, ahead: readonly WaiterRow[], holders: number): boolean {
-  // Readers never pass a waiting writer, fair or not: a stream of readers must not starve it.
-  if (req.kind === 'read') return !ahead.some((w) => exclusive(w.kind));
-  if (!req.fair) return true;
-  if (req.kind === 'semaphore') return ahead.length < req.permits - holders;
-  return ahead.length === 0;
-}
-
 /** Decide one attempt of `req` (whose queue row, if any, has sequence `seq`). */
 export function decide(v: LockView, req: AcquireRequest<unknown>, seq: bigint | undefined): Decision {
   const again = reentry(v, req);
@@ -83,7 +59,7 @@ export function decide(v: LockView, req: AcquireRequest<unknown>, seq: bigint | 
   const at = seq === undefined ? -1 : v.queue.findIndex((w) => w.seq === seq);
   const mine = at >= 0 ? v.queue[at] : undefined;
   const ahead = at >= 0 ? v.queue.slice(0, at) : v.queue;
-  if (compatible(v.holders, req) && queueAllows(req, ahead, v.holders.length)) return { type: 'grant' };
+  if (kindsCompatible(v.holders, req) && queueAllows(req, ahead, v.holders.length)) return { type: 'grant' };
   return { type: 'contended', mine };
 }
 
