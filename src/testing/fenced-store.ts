@@ -125,7 +125,7 @@ class Counter {
       this.holder = client;
     }
     if (op === 'begin' || op === 'end') {
-      this.record({ client, op, token, ok: true });
+      this.record({ client, op, token, ok: true, ...(req.text === undefined ? {} : { text: req.text }) });
       return { id: req.id, ok: true };
     }
     try {
@@ -211,8 +211,8 @@ export interface FencedStoreClient {
   write(token: bigint, value: number): Promise<void>;
   /** Mark the start of a critical section (recorded for the checker, never refused). */
   begin(token: bigint): Promise<void>;
-  /** Mark its end. */
-  end(token: bigint): Promise<void>;
+  /** Mark its end, with an optional remark for the checker (e.g. whether the lease was still valid). */
+  end(token: bigint, text?: string): Promise<void>;
   /** Record a free-form annotation. */
   note(text: string): Promise<void>;
   close(): void;
@@ -260,7 +260,7 @@ export async function connectFencedStore(port: number, client = `pid:${process.p
     read: (token) => fenced('read', token),
     write: async (token, value) => void (await fenced('write', token, value)),
     begin: async (token) => void (await call('begin', token)),
-    end: async (token) => void (await call('end', token)),
+    end: async (token, text) => void (await call('end', token, { text })),
     note: async (text) => void (await call('note', undefined, { text })),
     close: () => socket.end(),
   };
