@@ -35,8 +35,8 @@ export interface NemesisContext {
 
 /** One kind of fault. */
 export interface Fault {
-  /** Undefined when the fault applies to the profile, else why it is not run. */
-  skip(profile: FaultProfile, server: RunningServer | undefined): string | undefined;
+  /** Undefined when the fault applies to the profile, else why it is not run (`managed`: this run started the engine). */
+  skip(profile: FaultProfile, managed: boolean): string | undefined;
   /** Per-worker clock offset in ms (clock faults start workers under libfaketime). */
   readonly clockOffsetMs?: (index: number, profile: FaultProfile) => number;
   /** Inject once and heal; the runner repeats it while the run lasts. */
@@ -99,8 +99,8 @@ export const FAULTS = {
   },
   /** kill -9 a server node, restart it after a while. */
   'server-kill': {
-    skip(profile, server) {
-      if (!server) return 'the engine was not started by this run';
+    skip(profile, managed) {
+      if (!managed) return 'the engine was not started by this run';
       return profile.serverKill.kind === 'skip' ? profile.serverKill.why : undefined;
     },
     async inject(ctx) {

@@ -14,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startFaultProxy, startFencedStore, type FaultProxy, type FenceMode, type FencedStore } from '../../src/testing.js';
 import { aptInstall, type RunningServer } from '../../scripts/servers/harness.js';
 import { check, type Figures } from './checker.js';
-import { FAULTS, faketimeOffset, type FaultName, type NemesisContext, type WorkerHandle } from './nemesis.js';
+import { FAULTS, faketimeOffset, type Fault, type FaultName, type NemesisContext, type WorkerHandle } from './nemesis.js';
 import { endpointsOf, withEndpoints, type FaultProfile } from './profiles.js';
 import type { WorkerConfig } from './worker.js';
 
@@ -35,7 +35,8 @@ export interface RunSpec {
 }
 
 /** A run's figures, or why the fault does not apply. */
-export type RunResult = (Figures & { readonly skipped?: undefined; readonly clients: number; readonly wallMs: number }) | { readonly skipped: string };
+export type RunResult =
+  (Figures & { readonly skipped?: undefined; readonly clients: number; readonly wallMs: number }) | { readonly skipped: string };
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -57,13 +58,18 @@ interface Fleet {
 function fleet(spec: RunSpec, store: FencedStore, lockId: string, clockDir: string | undefined, libfaketime: string | undefined): Fleet {
   const workers: WorkerHandle[] = [];
   const exited: Promise<unknown>[] = [];
-  const offset = FAULTS[spec.fault] as { clockOffsetMs?: (i: number, p: FaultProfile) => number };
+  const offset: Fault = FAULTS[spec.fault];
   return {
     workers,
     exited,
     spawnWorker(index, proxies, name) {
       const p = spec.profile;
-      const url = p.tune(withEndpoints(spec.url, proxies.map((x) => x.address)));
+      const url = p.tune(
+        withEndpoints(
+          spec.url,
+          proxies.map((x) => x.address),
+        ),
+      );
       const config: WorkerConfig = {
         url,
         lockId,
@@ -112,8 +118,8 @@ async function nemesisLoop(ctx: NemesisContext, spec: RunSpec, until: number): P
 
 /** Run one fault against one backend and check the history. */
 export async function runFault(spec: RunSpec): Promise<RunResult> {
-  const fault = FAULTS[spec.fault] as { skip: (p: FaultProfile, s?: RunningServer) => string | undefined; clockOffsetMs?: unknown };
-  const why = fault.skip(spec.profile, spec.server);
+  const fault: Fault = FAULTS[spec.fault];
+  const why = fault.skip(spec.profile, spec.server !== undefined);
   if (why) return { skipped: why };
   const clockDir = fault.clockOffsetMs ? mkdtempSync(join(tmpdir(), 'locksmith-clock-')) : undefined;
   const libfaketime = clockDir ? await faketimeLibrary() : undefined;
@@ -154,7 +160,8 @@ export async function runFault(spec: RunSpec): Promise<RunResult> {
     stopped = true;
     for (const w of f.workers) w.child.stdin?.end();
     const deadline = sleep(60_000, 'late', { ref: false });
-    if ((await Promise.race([Promise.all(f.exited), deadline])) === 'late') throw new Error('workers did not finish within 60 s of the stop');
+    if ((await Promise.race([Promise.all(f.exited), deadline])) === 'late')
+      throw new Error('workers did not finish within 60 s of the stop');
     const figures = check(store.history(), store.value());
     return { ...figures, clients: spec.clients, wallMs: Math.round(performance.now() - started) };
   } finally {
