@@ -30,6 +30,12 @@ export interface RunSpec {
   readonly clients: number;
   /** How long the nemesis keeps injecting; workers then finish their current operation. */
   readonly durationMs: number;
+  /**
+   * Critical section (between the fenced read and the fenced write) in ms. @default the
+   * profile's. The soak's unfenced runs make it as long as a pause, so that a paused holder
+   * wakes inside its successor's section: what write-only fencing cannot catch.
+   */
+  readonly criticalMs?: number;
   /** Cap on increments tried per worker process. @default unlimited */
   readonly maxOps?: number;
 }
@@ -77,7 +83,7 @@ function fleet(spec: RunSpec, store: FencedStore, lockId: string, clockDir: stri
         storePort: store.port,
         ttlMs: p.ttlMs,
         lockDelayMs: p.lockDelayMs,
-        criticalMs: p.criticalMs,
+        criticalMs: spec.criticalMs ?? p.criticalMs,
         maxOps: spec.maxOps ?? Number.MAX_SAFE_INTEGER,
       };
       let clock: WorkerHandle['clock'];

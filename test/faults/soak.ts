@@ -37,13 +37,16 @@ async function soak(backend: string): Promise<void> {
   const url = server?.url ?? backend;
   try {
     await prepare(profile.tune(url));
-    const runs: [FaultName, FenceMode][] = [];
+    const runs: [FaultName, FenceMode, number?][] = [];
     for (const f of (only ?? Object.keys(FAULTS)) as FaultName[]) {
       const why = FAULTS[f].skip(profile, server !== undefined);
       if (why) rows.push(row([profile.name, f, 'read+write', `not run: ${why}`, '', '', '', '', '', '', '', '']));
       else runs.push([f, 'reads-and-writes']);
     }
-    if (!only || only.includes('pause')) runs.push(['pause', 'none'], ['pause', 'writes']);
+    // The fence comparison: a critical section as long as a pause, so that a paused holder
+    // wakes inside its successor's section (what write-only fencing lets through).
+    const long = profile.faultMs;
+    if (!only || only.includes('pause')) runs.push(['pause', 'reads-and-writes', long], ['pause', 'writes', long], ['pause', 'none', long]);
     const durationMs = Math.max(5_000, (minutes * 60_000) / runs.length);
     for (const [fault, mode] of runs)
       report(profile, fault, mode, await runFault({ profile, url, server, fault, mode, clients, durationMs }));
@@ -52,7 +55,7 @@ async function soak(backend: string): Promise<void> {
   }
 }
 
-function report(profile: FaultProfile, fault: FaultName, mode: FenceMode, r: RunResult): void {
+function report(profile: FaultProfile, fault: string, mode: FenceMode, r: RunResult): void {
   if (r.skipped !== undefined) return;
   const { timeline, ...figures } = r;
   console.log(`\n${profile.name} · ${fault} · fence: ${mode}`);
