@@ -89,7 +89,7 @@ const cassandra: FaultProfile = {
   serverKill: { kind: 'skip', why: 'one node only (three Cassandra JVMs do not fit this 2-core machine)' },
   tune: (url) => withParam(url, 'create=true'),
   // Cells live in whole seconds, ceil(ttl) + 1 s (docs/backends/cassandra.md), and waiters poll.
-  freeBoundMs: () => (Math.ceil(1_000 / 1_000) + 1) * 1_000 + 0 + 1_000,
+  freeBoundMs: () => (Math.ceil(1_000 / 1_000) + 1) * 1_000 + 1_000,
 };
 
 /** Every profile, by name. Add a backend here (and nothing else) to put it under the nemesis. */

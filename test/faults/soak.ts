@@ -48,8 +48,10 @@ async function soak(backend: string): Promise<void> {
     const long = profile.faultMs;
     if (!only || only.includes('pause')) runs.push(['pause', 'reads-and-writes', long], ['pause', 'writes', long], ['pause', 'none', long]);
     const durationMs = Math.max(5_000, (minutes * 60_000) / runs.length);
-    for (const [fault, mode] of runs)
-      report(profile, fault, mode, await runFault({ profile, url, server, fault, mode, clients, durationMs }));
+    for (const [fault, mode, criticalMs] of runs) {
+      const r = await runFault({ profile, url, server, fault, mode, clients, durationMs, ...(criticalMs ? { criticalMs } : {}) });
+      report(profile, criticalMs ? `${fault} (${criticalMs} ms sections)` : fault, mode, r);
+    }
   } finally {
     await server?.stop();
   }
