@@ -31,8 +31,9 @@ export interface StoreEvent {
   readonly token?: bigint;
   /** Accepted (true) or rejected as stale (false). */
   readonly ok: boolean;
-  /** Value read or written; the text of a note. */
+  /** Value read or written. */
   readonly value?: number;
+  /** The text of a note, or the remark sent with a begin/end. */
   readonly text?: string;
 }
 
@@ -162,7 +163,17 @@ function serve(socket: Socket, counter: Counter): void {
     while ((nl = buf.indexOf('\n')) >= 0) {
       const line = buf.slice(0, nl);
       buf = buf.slice(nl + 1);
-      if (line) socket.write(`${JSON.stringify(counter.handle(JSON.parse(line) as Request))}\n`);
+      if (!line) continue;
+      let reply: Reply;
+      try {
+        reply = counter.handle(JSON.parse(line) as Request);
+      } catch {
+        // A malformed request (not JSON, a token that is not an integer) ends that client's
+        // connection, never the test process that keeps the record.
+        socket.destroy();
+        return;
+      }
+      socket.write(`${JSON.stringify(reply)}\n`);
     }
   });
 }

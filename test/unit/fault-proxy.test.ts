@@ -184,3 +184,20 @@ test('fenced store client: calls on a closed store reject instead of hanging', a
   await assert.rejects(a.read(1n));
   a.close();
 });
+
+test('fenced store: a malformed request closes that connection and nothing else', async () => {
+  const store = await startFencedStore();
+  try {
+    const raw = connect(store.port, '127.0.0.1');
+    raw.on('error', () => undefined);
+    await once(raw, 'connect');
+    const closed = new Promise((resolve) => raw.once('close', resolve));
+    raw.write('{"id":1,"op":"read","client":"x","token":"not-a-number"}\n');
+    await closed;
+    const good = await connectFencedStore(store.port, 'good');
+    assert.equal(await good.read(1n), 0);
+    good.close();
+  } finally {
+    await store.close();
+  }
+});
