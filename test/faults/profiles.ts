@@ -54,12 +54,13 @@ const redis: FaultProfile = {
   start: () => startRedis({ extraArgs: ['--appendonly', 'yes', '--appendfsync', 'always'] }),
   defaultPort: 6379,
   ttlMs: 300,
-  lockDelayMs: 0,
+  // A lock delay, so that the crash bound ttl + lockDelay + 1 s is checked with one.
+  lockDelayMs: 200,
   criticalMs: 5,
-  faultMs: 600,
+  faultMs: 800,
   serverKill: { kind: 'single', downMs: 1_500 },
   tune: (url) => url,
-  freeBoundMs: standard({ ttlMs: 300, lockDelayMs: 0 }),
+  freeBoundMs: standard({ ttlMs: 300, lockDelayMs: 200 }),
 };
 
 const zookeeper: FaultProfile = {
