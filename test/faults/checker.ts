@@ -12,7 +12,8 @@
  *   is checked after the store recorded the end, and a holder's deadline only moves forward;
  * - lost updates: acknowledged increments missing from the final value;
  * - recovery: from a fault's heal (a crashed client's kill) to the next section begun;
- * - unhandled rejections in workers; and a timeline of lock ownership per time bucket.
+ * - unhandled rejections in workers, workers stuck after the stop (liveness); and a timeline
+ *   of lock ownership per time bucket.
  */
 import type { StoreEvent } from '../../src/testing.js';
 
@@ -32,6 +33,8 @@ export interface Figures {
   readonly recoveriesMs: readonly number[];
   readonly unhandled: number;
   readonly acquireFailures: number;
+  /** Workers that had not finished a minute after the stop, each with its last step. */
+  readonly stuck: readonly string[];
   readonly timeline: string;
 }
 
@@ -175,6 +178,7 @@ export function check(events: readonly StoreEvent[], final: number, initial = 0)
     recoveriesMs: recoveries(events),
     unhandled: notes.filter((t) => t.startsWith('unhandled rejection')).length,
     acquireFailures: notes.filter((t) => t.startsWith('acquire failed')).length,
+    stuck: notes.filter((t) => t.startsWith('stuck ')),
     timeline: timeline(events),
   };
 }

@@ -122,6 +122,20 @@ async function nemesisLoop(ctx: NemesisContext, spec: RunSpec, until: number): P
   }
 }
 
+/**
+ * Workers still running a minute after the stop are a liveness failure (every waiting call
+ * has a timeout): record each with its last recorded step, for the checker and the reader.
+ */
+function noteStuck(store: FencedStore, workers: readonly WorkerHandle[]): void {
+  const history = store.history();
+  for (const w of workers) {
+    if (w.child.exitCode !== null || w.child.signalCode !== null) continue;
+    const last = history.findLast((e) => e.client === w.name);
+    const step = last ? `${last.op}${last.text ? ` ${last.text}` : ''}${last.token === undefined ? '' : ` ${last.token}`}` : 'nothing';
+    store.note('nemesis', `stuck ${w.name}: last step ${step}`);
+  }
+}
+
 /** Run one fault against one backend and check the history. */
 export async function runFault(spec: RunSpec): Promise<RunResult> {
   const fault: Fault = FAULTS[spec.fault];
@@ -166,8 +180,7 @@ export async function runFault(spec: RunSpec): Promise<RunResult> {
     stopped = true;
     for (const w of f.workers) w.child.stdin?.end();
     const deadline = sleep(60_000, 'late', { ref: false });
-    if ((await Promise.race([Promise.all(f.exited), deadline])) === 'late')
-      throw new Error('workers did not finish within 60 s of the stop');
+    if ((await Promise.race([Promise.all(f.exited), deadline])) === 'late') noteStuck(store, f.workers);
     const figures = check(store.history(), store.value());
     return { ...figures, clients: spec.clients, wallMs: Math.round(performance.now() - started) };
   } finally {

@@ -40,7 +40,7 @@ async function soak(backend: string): Promise<void> {
     const runs: [FaultName, FenceMode, number?][] = [];
     for (const f of (only ?? Object.keys(FAULTS)) as FaultName[]) {
       const why = FAULTS[f].skip(profile, server !== undefined);
-      if (why) rows.push(row([profile.name, f, 'read+write', `not run: ${why}`, '', '', '', '', '', '', '', '', '']));
+      if (why) rows.push(row([profile.name, f, 'read+write', `not run: ${why}`, '', '', '', '', '', '', '', '', '', '']));
       else runs.push([f, 'reads-and-writes']);
     }
     // The fence comparison: a critical section as long as a pause, so that a paused holder
@@ -81,6 +81,7 @@ function report(profile: FaultProfile, fault: string, mode: FenceMode, r: RunRes
       r.doubleGrants,
       fault === 'client-kill' || fault === 'server-kill' ? recovery : '–',
       r.unhandled,
+      r.stuck.length,
       r.acquireFailures,
     ]),
   );
@@ -91,7 +92,7 @@ console.log(
 );
 for (const b of backends) await soak(b);
 console.log(
-  `\n${row(['backend', 'fault', 'fence', 'clients × sections (wall)', 'faults', 'acked writes', 'stale writes accepted', 'lost updates', 'overlapping sections', 'double grants', 'max recovery', 'unhandled rejections', 'typed acquire failures'])}`,
+  `\n${row(['backend', 'fault', 'fence', 'clients × sections (wall)', 'faults', 'acked writes', 'stale writes accepted', 'lost updates', 'overlapping sections', 'double grants', 'max recovery', 'unhandled rejections', 'stuck workers', 'typed acquire failures'])}`,
 );
-console.log(row(new Array<string>(13).fill('---')));
+console.log(row(new Array<string>(14).fill('---')));
 for (const r of rows) console.log(r);

@@ -58,6 +58,7 @@ export function faultSuite(name: string, options: SuiteOptions = {}): void {
         assert.equal(r.overlappingSections, 0, shown);
         assert.equal(r.doubleGrants, 0, shown);
         assert.equal(r.unhandled, 0, shown);
+        assert.deepEqual(r.stuck, [], shown);
         if (fault === 'client-kill') {
           const bound = profile.freeBoundMs();
           for (const ms of r.recoveriesMs) assert.ok(ms <= bound, `a crashed holder's lock freed after ${ms} ms > ${bound} ms: ${shown}`);

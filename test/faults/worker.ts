@@ -73,7 +73,9 @@ for (let i = 0; i < config.maxOps && !stopping; i++) {
   await increment(lock);
   await lock.release().catch(() => undefined);
 }
+await store.note('closing');
 await locker.close().catch(() => undefined);
+await store.note('closed');
 stats.unhandled = unhandled;
 store.close();
 process.stdout.write(`${JSON.stringify(stats)}\n`);

@@ -76,12 +76,14 @@ test('recovery runs from a kill to the next section begun; a killed section ends
 });
 
 test("unhandled rejections and typed acquisition failures are counted from the workers' notes", async () => {
-  const f = await recorded('none', async (a, b) => {
+  const f = await recorded('none', async (a, b, note) => {
     await a.note('unhandled rejection: Error: boom');
     await b.note('acquire failed: BACKEND_UNAVAILABLE');
+    note('stuck b: last step note closing');
   });
   assert.equal(f.unhandled, 1);
   assert.equal(f.acquireFailures, 1);
+  assert.deepEqual(f.stuck, ['stuck b: last step note closing']);
 });
 
 test('timeline: # for overlap, = for one owner, . for none, ^ under a fault', () => {
