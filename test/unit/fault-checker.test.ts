@@ -75,7 +75,7 @@ test('recovery runs from a kill to the next section begun; a killed section ends
   assert.equal(f.overlappingSections, 0);
 });
 
-test("unhandled rejections and typed acquisition failures are counted from the workers' notes", async () => {
+test('unhandled rejections, typed acquisition failures and stuck workers are counted from the notes', async () => {
   const f = await recorded('none', async (a, b, note) => {
     await a.note('unhandled rejection: Error: boom');
     await b.note('acquire failed: BACKEND_UNAVAILABLE');
