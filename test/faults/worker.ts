@@ -75,7 +75,9 @@ for (let i = 0; i < config.maxOps && !stopping; i++) {
 }
 await store.note('closing');
 await locker.close().catch(() => undefined);
-await store.note('closed');
+// What is still alive once the locker is closed (the store's socket and stdin aside): the last
+// step a stuck worker is reported with (test/faults/run.ts).
+await store.note(`closed; alive: ${process.getActiveResourcesInfo().join(',')}`);
 stats.unhandled = unhandled;
 store.close();
 process.stdout.write(`${JSON.stringify(stats)}\n`);
