@@ -1,74 +1,83 @@
 /**
- * A fault-test worker process: `tsx worker.ts <backendUrl> <lockId> <ops> <ttlMs> <storePort> <criticalMs>`.
- * Loops lock → fenced read → critical section → fenced write of value+1 → release, and
- * prints one JSON line with what it did. Like a naive client (or one hit by a GC pause
- * between its check and its write) it does not look at lock.signal before writing: the
- * fence is what must catch it.
+ * A fault-test worker process: `tsx worker.ts '<json WorkerConfig>'`. Loops lock → begin →
+ * fenced read → critical section → fenced write of value+1 → end → release until its stdin
+ * closes (the runner's stop) or `maxOps` increments were tried. Like a naive client (or one hit
+ * by a GC pause between its check and its write) it does not look at lock.signal before
+ * writing: the fence is what must catch it. Everything it does is recorded by the store; at
+ * `end` it says whether its lease was still valid, which is what the double-grant check reads.
  */
-import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BackendUnavailableError, createLocker } from '../../src/index.js';
-import type { StoreReply } from './fenced-store.js';
+import { createLocker, LocksmithError, StaleTokenError, type Lock } from '../../src/index.js';
+import { connectFencedStore } from '../../src/testing.js';
 
-const [url, lockId, opsArg, ttlArg, portArg, criticalArg] = process.argv.slice(2);
-if (!url || !lockId || !opsArg || !ttlArg || !portArg || !criticalArg) {
-  process.stderr.write('usage: worker.ts <url> <lockId> <ops> <ttlMs> <storePort> <criticalMs>\n');
-  process.exit(64);
+/** What the runner passes to a worker. */
+export interface WorkerConfig {
+  readonly url: string;
+  readonly lockId: string;
+  readonly client: string;
+  readonly storePort: number;
+  readonly ttlMs: number;
+  readonly lockDelayMs: number;
+  readonly criticalMs: number;
+  readonly maxOps: number;
 }
-const ops = Number(opsArg);
-const ttlMs = Number(ttlArg);
-const criticalMs = Number(criticalArg);
 
-const socket: Socket = connect(Number(portArg), '127.0.0.1');
-await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
-socket.setEncoding('utf8');
-let nextId = 1;
-const waiting = new Map<number, (r: StoreReply) => void>();
-let buf = '';
-socket.on('data', (chunk: string) => {
-  buf += chunk;
-  let nl: number;
-  while ((nl = buf.indexOf('\n')) >= 0) {
-    const reply = JSON.parse(buf.slice(0, nl)) as StoreReply;
-    buf = buf.slice(nl + 1);
-    waiting.get(reply.id)?.(reply);
-    waiting.delete(reply.id);
-  }
+const config = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
+const store = await connectFencedStore(config.storePort, config.client);
+let unhandled = 0;
+process.on('unhandledRejection', (reason) => {
+  unhandled += 1;
+  void store.note(`unhandled rejection: ${String(reason)}`).catch(() => undefined);
 });
-const call = (req: Record<string, unknown>): Promise<StoreReply> =>
-  new Promise((resolve) => {
-    const id = nextId++;
-    waiting.set(id, resolve);
-    socket.write(`${JSON.stringify({ ...req, id, pid: process.pid })}\n`);
-  });
+let stopping = false;
+process.stdin.on('data', () => undefined);
+process.stdin.on('end', () => (stopping = true));
+process.stdin.on('close', () => (stopping = true));
 
-const locker = createLocker(url, { ttlMs });
-let committed = 0;
-let rejected = 0;
-let unavailable = 0;
-for (let i = 0; i < ops; i++) {
-  let lock;
+const locker = createLocker(config.url, { ttlMs: config.ttlMs, lockDelayMs: config.lockDelayMs });
+const stats = { committed: 0, rejected: 0, failures: 0, unhandled: 0 };
+
+/** One increment under the lock; the store records the outcome. */
+async function increment(lock: Lock): Promise<void> {
+  await store.begin(lock.token);
   try {
-    lock = await locker.lock(lockId, { timeoutMs: 120_000 });
+    const value = await store.read(lock.token);
+    if (config.criticalMs > 0) await sleep(config.criticalMs);
+    await store.write(lock.token, value + 1);
+    stats.committed += 1;
   } catch (err) {
-    // A paused waiter can come back to an expired session (ZooKeeper): a typed error, then retry.
-    if (!(err instanceof BackendUnavailableError) || unavailable >= 20) throw err;
-    unavailable += 1;
-    i -= 1;
+    if (!(err instanceof StaleTokenError)) throw err;
+    stats.rejected += 1;
+  } finally {
+    await store.end(lock.token);
+    // Checked after the store recorded the end: still valid now means valid over the whole
+    // section as the store ordered it (the deadline only moves forward) — what the
+    // double-grant check needs (test/faults/checker.ts).
+    const valid = lock.remainingMs() > 0 && !lock.signal.aborted;
+    await store.note(`${valid ? 'valid' : 'lost'} ${lock.token}`);
+  }
+}
+
+for (let i = 0; i < config.maxOps && !stopping; i++) {
+  let lock: Lock;
+  try {
+    lock = await locker.lock(config.lockId, { timeoutMs: 30_000 });
+  } catch (err) {
+    // Unavailability and timeouts are the typed answers a fault should produce: retry.
+    if (!(err instanceof LocksmithError)) throw err;
+    stats.failures += 1;
+    await store.note(`acquire failed: ${err.code}`).catch(() => undefined);
+    await sleep(50);
     continue;
   }
-  const token = String(lock.token);
-  const read = await call({ op: 'read', token });
-  if (read.ok && read.value !== undefined) {
-    if (criticalMs > 0) await sleep(criticalMs);
-    const write = await call({ op: 'write', token, value: read.value + 1 });
-    if (write.ok) committed += 1;
-    else rejected += 1;
-  } else {
-    rejected += 1;
-  }
+  await increment(lock);
   await lock.release().catch(() => undefined);
 }
-await locker.close();
-socket.end();
-process.stdout.write(`${JSON.stringify({ committed, rejected, unavailable })}\n`);
+await store.note('closing');
+await locker.close().catch(() => undefined);
+// What is still alive once the locker is closed (the store's socket and stdin aside): the last
+// step a stuck worker is reported with (test/faults/run.ts).
+await store.note(`closed; alive: ${process.getActiveResourcesInfo().join(',')}`);
+stats.unhandled = unhandled;
+store.close();
+process.stdout.write(`${JSON.stringify(stats)}\n`);

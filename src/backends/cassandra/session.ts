@@ -45,6 +45,14 @@ function retryable(err: unknown, idempotent: boolean): boolean {
   return err instanceof cassandra.errors.DriverError && !(err instanceof cassandra.errors.ArgumentError);
 }
 
+/**
+ * Reconnect after 0.5 s, at most every 5 s (the driver's default grows to 10 minutes). The
+ * driver leaves its pending reconnection timers running after `shutdown()` (a known driver
+ * defect): with the default schedule a closed locker kept its process alive for minutes
+ * after a node had refused connections; now for seconds at most (docs/backends/cassandra.md).
+ */
+const RECONNECTION = new cassandra.policies.reconnection.ExponentialReconnectionPolicy(500, 5_000, false);
+
 const CONSISTENCY: Record<CassandraSettings['consistency'], number> = {
   quorum: types.consistencies.quorum,
   all: types.consistencies.all,
@@ -99,7 +107,7 @@ export class Session {
       queryOptions: { consistency: CONSISTENCY[settings.consistency], prepare: true },
       socketOptions: { connectTimeout: timeoutMs, readTimeout: 12_000 },
       encoding: { useBigIntAsLong: true },
-      policies: { timestampGeneration: SERVER_TIMESTAMPS },
+      policies: { timestampGeneration: SERVER_TIMESTAMPS, reconnection: RECONNECTION },
     });
     // The driver reports through events only; without a listener nothing is printed or thrown.
     try {

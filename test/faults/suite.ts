@@ -1,0 +1,69 @@
+/**
+ * The fault suite of one backend: its engine started once, then every fault of the nemesis
+ * that applies to its profile, each a short run with a read+write fence, asserting the safety
+ * invariants on the checker's figures. A backend's test file is one call.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { RunningServer } from '../../scripts/servers/harness.js';
+import { FAULTS, type FaultName } from './nemesis.js';
+import { PROFILES, prepare } from './profiles.js';
+import { runFault } from './run.js';
+
+/** Sizes of the short runs inside `npm test`. */
+export interface SuiteOptions {
+  readonly clients?: number;
+  readonly durationMs?: number;
+}
+
+/** Register the fault tests of the backend named `name` (a key of PROFILES). */
+export function faultSuite(name: string, options: SuiteOptions = {}): void {
+  const profile = PROFILES[name];
+  if (!profile) throw new Error(`no fault profile '${name}'`);
+  let server: RunningServer | undefined;
+  before(
+    async () => {
+      server = await profile.start();
+      await prepare(profile.tune(server.url));
+    },
+    { timeout: 600_000 },
+  );
+  after(async () => {
+    await server?.stop();
+  });
+  const faults = (Object.keys(FAULTS) as FaultName[]).filter((f) => FAULTS[f].skip(profile, true) === undefined);
+  for (const fault of faults) {
+    test(
+      `${name}: ${fault} — no stale write accepted, no update lost behind a read+write fence, no double grant`,
+      { timeout: 240_000 },
+      async () => {
+        if (!server) throw new Error(`${name} did not start`);
+        const r = await runFault({
+          profile,
+          url: server.url,
+          server,
+          fault,
+          mode: 'reads-and-writes',
+          clients: options.clients ?? 3,
+          durationMs: options.durationMs ?? 6_000,
+        });
+        if (r.skipped !== undefined) throw new Error(`not applicable: ${r.skipped}`);
+        const { timeline, ...figures } = r;
+        const shown = `${JSON.stringify(figures)}\n${timeline}`;
+        assert.ok(r.faults > 0, `the fault was injected: ${shown}`);
+        assert.ok(r.acceptedWrites > 0, `the workload progressed: ${shown}`);
+        assert.equal(r.staleWrites, 0, shown);
+        assert.equal(r.staleReads, 0, shown);
+        assert.equal(r.lostUpdates, 0, shown);
+        assert.equal(r.overlappingSections, 0, shown);
+        assert.equal(r.doubleGrants, 0, shown);
+        assert.equal(r.unhandled, 0, shown);
+        assert.deepEqual(r.stuck, [], shown);
+        if (fault === 'client-kill') {
+          const bound = profile.freeBoundMs();
+          for (const ms of r.recoveriesMs) assert.ok(ms <= bound, `a crashed holder's lock freed after ${ms} ms > ${bound} ms: ${shown}`);
+        }
+      },
+    );
+  }
+}
