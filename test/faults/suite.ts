@@ -36,7 +36,7 @@ export function faultSuite(name: string, options: SuiteOptions = {}): void {
     test(
       `${name}: ${fault} — no stale write accepted, no update lost behind a read+write fence, no double grant`,
       { timeout: 240_000 },
-      async () => {
+      async (t) => {
         if (!server) throw new Error(`${name} did not start`);
         const r = await runFault({
           profile,
@@ -58,7 +58,11 @@ export function faultSuite(name: string, options: SuiteOptions = {}): void {
         assert.equal(r.overlappingSections, 0, shown);
         assert.equal(r.doubleGrants, 0, shown);
         assert.equal(r.unhandled, 0, shown);
-        assert.deepEqual(r.stuck, [], shown);
+        // A worker that outlives its close is a liveness failure, unless the engine's driver
+        // is known to linger (then it is reported: docs/guarantees.md, "Fault tests").
+        if (profile.lingersAfterClose === undefined) assert.deepEqual(r.stuck, [], shown);
+        else if (r.stuck.length > 0)
+          t.diagnostic(`${name}: ${r.stuck.length} worker(s) outlived their close: ${profile.lingersAfterClose}`);
         if (fault === 'client-kill') {
           const bound = profile.freeBoundMs();
           for (const ms of r.recoveriesMs) assert.ok(ms <= bound, `a crashed holder's lock freed after ${ms} ms > ${bound} ms: ${shown}`);
