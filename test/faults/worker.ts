@@ -29,6 +29,15 @@ process.on('unhandledRejection', (reason) => {
   unhandled += 1;
   void store.note(`unhandled rejection: ${String(reason)}`).catch(() => undefined);
 });
+// A crash (an 'error' event nobody heard, a throw from a timer) is what "nothing crashes the
+// process" forbids: record it like an unhandled rejection, then die as Node would.
+process.on('uncaughtException', (err) => {
+  unhandled += 1;
+  void store
+    .note(`unhandled rejection (uncaught exception): ${String(err)}`)
+    .catch(() => undefined)
+    .finally(() => process.exit(70));
+});
 let stopping = false;
 process.stdin.on('data', () => undefined);
 process.stdin.on('end', () => (stopping = true));

@@ -89,6 +89,12 @@ export class MysqlEngine implements SqlEngine {
     let begun = false;
     let committed = false;
     let broken = false;
+    // A connection failure with no command in flight is an 'error' event, fatal to the process
+    // when nobody listens: note it (the next query fails too) and destroy the connection.
+    const onError = (): void => {
+      broken = true;
+    };
+    conn.on('error', onError);
     const tx: SqlTx = {
       run: async (stmts, commit = false) => {
         const first = !begun;
@@ -114,7 +120,8 @@ export class MysqlEngine implements SqlEngine {
       }
       throw err;
     } finally {
-      // A connection that could not even roll back is destroyed, not pooled.
+      // A connection that failed (or could not even roll back) is destroyed, not pooled.
+      conn.off('error', onError);
       if (broken) conn.destroy();
       else conn.release();
     }

@@ -96,6 +96,13 @@ export class PgEngine implements SqlEngine {
     let begun = false;
     let committed = false;
     let broken: Error | undefined;
+    // pg emits a checked-out client's connection failure (a reset, a killed backend) as an
+    // 'error' event, which crashes the process when nobody listens; the pool listens only
+    // to idle clients. The failure reaches us through the next query; the client is dropped.
+    const onError = (err: Error): void => {
+      broken ??= err;
+    };
+    client.on('error', onError);
     const tx: SqlTx = {
       run: async (stmts, commit = false) => {
         // One simple-protocol query per round trip: BEGIN, the statements (values inlined as
@@ -123,7 +130,8 @@ export class PgEngine implements SqlEngine {
       }
       throw err;
     } finally {
-      // A connection that could not even roll back is destroyed, not pooled.
+      // A connection that failed (or could not even roll back) is destroyed, not pooled.
+      client.off('error', onError);
       client.release(broken);
     }
   }
