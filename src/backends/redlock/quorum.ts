@@ -27,7 +27,7 @@ export interface NodeReply<T> {
   readonly error?: unknown;
 }
 
-/** ⌊N/2⌋ + 1: any two sets of this size share a master. */
+/** ⌊N/2⌋ + 1: every two sets of this size share a master. */
 export function majority(n: number): number {
   return Math.floor(n / 2) + 1;
 }
