@@ -1,7 +1,8 @@
 /**
  * `npm run bench:redlock` — locksmith's Redlock backend on 5 independent redis-servers next to
  * node-redlock on the same 5, and locksmith's single-node Redis backend (on the first of them)
- * for the ratio, in one run. Figures per library: uncontended acquire+release (p50/p99),
+ * for the ratio, in one run. Figures per library: uncontended acquire+release (p50/p99, the
+ * libraries in alternating rounds, next to a bare 5-master fan-out without any library),
  * hand-off (release → the waiting client holds, p50/p99), one hot lock with 16 contenders
  * (each its own connections) and a 2 ms critical section: ops/s, Jain fairness, longest streak.
  *
@@ -28,6 +29,7 @@ const HANDOFF_BUDGET_MS = 40_000;
 const TTL_MS = 10_000;
 const CONTENDERS = 16;
 const CRITICAL_MS = 2;
+const FLOOR = 'bare fan-out, no library (5 masters)';
 
 /** A held lock of any library. */
 interface Held {
@@ -102,22 +104,50 @@ function stats(samples: number[]): { p50: number; p99: number; n: number } {
 
 const key = (lib: string, what: string): string => `bench:${lib.replace(/\W+/g, '-')}:${what}:${randomBytes(4).toString('hex')}`;
 
-async function uncontended(lib: Library): Promise<{ p50: number; p99: number; n: number }> {
-  const c = await lib.client();
-  const k = key(lib.name, 'uncontended');
-  try {
-    for (let i = 0; i < 200; i++) await (await c.acquire(k)).release();
-    const samples: number[] = [];
-    for (let i = 0; i < UNCONTENDED; i++) {
-      const t0 = performance.now();
-      const held = await c.acquire(k);
-      await held.release();
-      samples.push(performance.now() - t0);
-    }
-    return stats(samples);
-  } finally {
-    await c.close();
+/**
+ * Uncontended acquire+release of every library, in alternating rounds (so a change in the
+ * machine's load hits all of them alike), each after its own warm-up. The bare fan-out is
+ * the floor of any 5-master client on this machine: `SET NX PX` then `DEL` sent to all five
+ * masters at once, no script, no token, no library.
+ */
+async function uncontendedAll(
+  libs: readonly Library[],
+  masters: readonly { host: string; port: number }[],
+): Promise<Map<string, ReturnType<typeof stats>>> {
+  const rounds = 5;
+  const cycles: { name: string; cycle: () => Promise<void>; close: () => Promise<void> }[] = [];
+  for (const lib of libs) {
+    const c = await lib.client();
+    const k = key(lib.name, 'uncontended');
+    cycles.push({ name: lib.name, cycle: async () => (await c.acquire(k)).release(), close: () => c.close() });
   }
+  const bare = masters.map((m) => ioredis(m.host, m.port));
+  const bk = key('bare', 'uncontended');
+  cycles.push({
+    name: FLOOR,
+    cycle: async () => {
+      await Promise.all(bare.map((r) => r.set(bk, 'x', 'PX', TTL_MS, 'NX')));
+      await Promise.all(bare.map((r) => r.del(bk)));
+    },
+    close: async () => bare.forEach((r) => r.disconnect()),
+  });
+  const samples = new Map<string, number[]>(cycles.map((c) => [c.name, []]));
+  try {
+    for (const c of cycles) for (let i = 0; i < 500; i++) await c.cycle();
+    for (let r = 0; r < rounds; r++) {
+      for (const c of cycles) {
+        const out = samples.get(c.name) ?? [];
+        for (let i = 0; i < UNCONTENDED / rounds; i++) {
+          const t0 = performance.now();
+          await c.cycle();
+          out.push(performance.now() - t0);
+        }
+      }
+    }
+  } finally {
+    for (const c of cycles) await c.close();
+  }
+  return new Map([...samples].map(([name, s]) => [name, stats(s)]));
 }
 
 async function handoff(lib: Library): Promise<{ p50: number; p99: number; n: number }> {
@@ -207,17 +237,17 @@ async function main(): Promise<void> {
   ].filter((l) => only === undefined || l.name.includes(only));
   const rows: Record<string, number | string>[] = [];
   try {
+    process.stderr.write('uncontended, alternating rounds…\n');
+    const u = await uncontendedAll(libs, server.nodes);
     for (const lib of libs) {
-      process.stderr.write(`${lib.name}: uncontended… `);
-      const u = await uncontended(lib);
-      process.stderr.write('hand-off… ');
+      process.stderr.write(`${lib.name}: hand-off… `);
       const h = await handoff(lib);
       process.stderr.write('hot lock…\n');
       const x = await hot(lib);
       rows.push({
         library: lib.name,
-        uncontendedP50Ms: u.p50,
-        uncontendedP99Ms: u.p99,
+        uncontendedP50Ms: u.get(lib.name)?.p50 ?? NaN,
+        uncontendedP99Ms: u.get(lib.name)?.p99 ?? NaN,
         handoffP50Ms: h.p50,
         handoffP99Ms: h.p99,
         handoffSamples: h.n,
@@ -226,6 +256,17 @@ async function main(): Promise<void> {
         hot16LongestStreak: x.longestStreak,
       });
     }
+    const f = u.get(FLOOR);
+    rows.push({
+      library: FLOOR,
+      uncontendedP50Ms: f?.p50 ?? NaN,
+      uncontendedP99Ms: f?.p99 ?? NaN,
+      handoffP50Ms: NaN,
+      handoffP99Ms: NaN,
+      hot16OpsPerSec: NaN,
+      hot16Jain: NaN,
+      hot16LongestStreak: '–',
+    });
   } finally {
     await server.stop();
   }
@@ -235,14 +276,21 @@ async function main(): Promise<void> {
   const n = (r: Record<string, number | string>, k: string): number => Number(r[k]);
   for (const r of rows) {
     console.log(
-      `| ${String(r.library)} | ${fmt(n(r, 'uncontendedP50Ms'), 3)} / ${fmt(n(r, 'uncontendedP99Ms'), 3)} | ${fmt(n(r, 'handoffP50Ms'), 3)} / ${fmt(n(r, 'handoffP99Ms'), 3)} | ${fmt(n(r, 'hot16OpsPerSec'), 0)} | ${fmt(n(r, 'hot16Jain'), 3)} | ${n(r, 'hot16LongestStreak')} |`,
+      `| ${String(r.library)} | ${fmt(n(r, 'uncontendedP50Ms'), 3)} / ${fmt(n(r, 'uncontendedP99Ms'), 3)} | ${fmt(n(r, 'handoffP50Ms'), 3)} / ${fmt(n(r, 'handoffP99Ms'), 3)} | ${fmt(n(r, 'hot16OpsPerSec'), 0)} | ${fmt(n(r, 'hot16Jain'), 3)} | ${String(r.hot16LongestStreak)} |`,
     );
   }
   const find = (prefix: string): Record<string, number | string> | undefined => rows.find((r) => String(r.library).startsWith(prefix));
-  const [rl, single, peer] = [find('locksmith redlock'), find('locksmith redis'), find('node-redlock')];
+  const [rl, single, peer, floor] = [find('locksmith redlock'), find('locksmith redis'), find('node-redlock'), find('bare fan-out')];
   console.log('');
   if (rl && single)
     console.log(`uncontended p50, redlock / single-node redis: ${fmt(n(rl, 'uncontendedP50Ms') / n(single, 'uncontendedP50Ms'))}×`);
+  if (floor && single)
+    console.log(
+      `uncontended p50, bare 5-master fan-out / single-node redis: ${fmt(n(floor, 'uncontendedP50Ms') / n(single, 'uncontendedP50Ms'))}× (the floor of any 5-master client here)`,
+    );
+  if (rl && floor)
+    console.log(`uncontended p50, redlock / bare fan-out: ${fmt(n(rl, 'uncontendedP50Ms') / n(floor, 'uncontendedP50Ms'))}×`);
+  if (rl && peer) console.log(`uncontended p50, redlock / node-redlock: ${fmt(n(rl, 'uncontendedP50Ms') / n(peer, 'uncontendedP50Ms'))}×`);
   if (rl && peer)
     console.log(`hand-off p50, node-redlock / locksmith redlock: ${fmt(n(peer, 'handoffP50Ms') / n(rl, 'handoffP50Ms'), 1)}×`);
   console.log('');
