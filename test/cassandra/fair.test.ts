@@ -1,6 +1,6 @@
 /**
- * Seed 000 on a real Cassandra node, beyond the shared conformance suite: the theorems
- * (at most one holder; in a tryLock race at least one wins), the seed's own stress-test
+ * The design of docs/backends/cassandra.md on a real Cassandra node, beyond the shared conformance suite: the theorems
+ * (at most one holder; in a tryLock race at least one wins), the design's own stress-test
  * shape, the time service under ±5 s clock skew, the TTL rounding, bad input, the
  * hand-off (woken in process, polled across processes) and a waiter that sorts before the
  * holder (see docs/backends/cassandra.md).
@@ -113,9 +113,9 @@ describe('cassandra: connection failures', () => {
   });
 });
 
-describe('cassandra: theorems of seed 000', () => {
+describe('cassandra: theorems of the design (docs/backends/cassandra.md)', () => {
   test(
-    'theorem 1 under the seed stress shape: 3 lockers × 4 workers × 6 ops on 2 ids, one owner in the main row, shared value unchanged, over-long holders lose the lock and are told',
+    'theorem 1 under the design stress shape: 3 lockers × 4 workers × 6 ops on 2 ids, one owner in the main row, shared value unchanged, over-long holders lose the lock and are told',
     T,
     async () => {
       const ids = [id('stress-a'), id('stress-b')];
@@ -259,7 +259,7 @@ describe('cassandra: theorems of seed 000', () => {
   });
 });
 
-describe('cassandra: the time service (seed 000 §5.4)', () => {
+describe('cassandra: the time service', () => {
   test('clients with clocks skewed by ±5 s: the shared time never goes backwards and the queue keeps arrival order', T, async () => {
     const fast = await backend('timeRefreshMs=200', +5_000);
     const slow = await backend('timeRefreshMs=200', -5_000);
@@ -396,7 +396,7 @@ describe('cassandra: a waiter that sorts before the holder (issue 15, items 1 an
     const ks = `rogue_${randomBytes(4).toString('hex')}`;
     const at = (query: string): string => `${server!.url.replace(/\/locksmith$/, `/${ks}`)}?create=true&shardSize=2&${query}`;
     // The rogue's clock is 5 s behind and it never refreshes the shared time again, so its
-    // queue entries sort 5 s before everyone else's: the seed's caveat about a time taken
+    // queue entries sort 5 s before everyone else's: the design's caveat about a time taken
     // long before the cell is written.
     const rogue = await createCassandraBackend(at('timeRefreshMs=60000'), { clock: () => BigInt(Date.now() - 5_000) * 1000n });
     opened.push(rogue);

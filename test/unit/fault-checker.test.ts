@@ -21,7 +21,7 @@ async function recorded(mode: FenceMode, script: (a: FencedStoreClient, b: Fence
   }
 }
 
-/** Seed 003's interleaving: A reads with 33, B reads with 34, A writes, B writes from a stale read. */
+/** The 33/34 interleaving of docs/guarantees.md, "Fencing": A reads with 33, B reads with 34, A writes, B writes from a stale read. */
 const interleaved = async (a: FencedStoreClient, b: FencedStoreClient): Promise<void> => {
   await a.begin(33n);
   const ra = await a.read(33n);

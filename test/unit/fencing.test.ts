@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FencedResource, InvalidArgumentError, StaleTokenError } from '../../src/index.js';
 
-// Seed 003: A (token 33) reads, B (token 34) reads, A writes before B does, then B writes.
+// docs/guarantees.md, "Fencing": A (token 33) reads, B (token 34) reads, A writes before B does, then B writes.
 function sequence33_34(res: FencedResource<number>): { aWrite: 'accepted' | 'rejected' } {
   const a = res.read(33n);
   const b = res.read(34n);
