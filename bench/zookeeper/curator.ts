@@ -6,6 +6,7 @@
  * way, which Curator's figures include.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { BenchClient, Contender } from '../../src/bench/index.js';
 
@@ -33,16 +34,7 @@ export class CuratorJvm {
       for (const p of this.#pending.values()) p.reject(new Error(`the Curator JVM exited (${code ?? 'signal'})`));
       this.#pending.clear();
     });
-    let buf = '';
-    this.#proc.stdout.setEncoding('utf8');
-    this.#proc.stdout.on('data', (d: string) => {
-      buf += d;
-      let i: number;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        this.#line(buf.slice(0, i).trim());
-        buf = buf.slice(i + 1);
-      }
-    });
+    createInterface({ input: this.#proc.stdout }).on('line', (line) => this.#line(line.trim()));
   }
 
   #expect(key: string): Promise<void> {

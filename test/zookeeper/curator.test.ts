@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { createLocker, type Locker } from '../../src/index.js';
 import { createZooKeeperBackend } from '../../src/backends/zookeeper/index.js';
@@ -41,18 +42,11 @@ class CuratorPeer {
 
   constructor(path: string, kind: string) {
     this.#proc = spawn('java', ['-Xmx128m', '-cp', classpath, PEER, server.connectString, path, kind], { stdio: 'pipe' });
-    let buf = '';
-    this.#proc.stdout.setEncoding('utf8');
-    this.#proc.stdout.on('data', (d: string) => {
-      buf += d;
-      let i: number;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, i).trim();
-        buf = buf.slice(i + 1);
-        const w = this.#waiters.shift();
-        if (w) w(line);
-        else this.#lines.push(line);
-      }
+    createInterface({ input: this.#proc.stdout }).on('line', (raw) => {
+      const line = raw.trim();
+      const w = this.#waiters.shift();
+      if (w) w(line);
+      else this.#lines.push(line);
     });
     this.#proc.stderr.resume();
     peers.push(this);
