@@ -23,18 +23,30 @@ async function warmClients(c: Contender, n: number): Promise<BenchClient[]> {
 
 const closeAll = (clients: readonly BenchClient[]): Promise<unknown> => Promise.allSettled(clients.map((c) => c.close()));
 
-/** Uncontended acquire+release latency (after `iterations / 10` unmeasured cycles, at most 50). */
+/**
+ * Unmeasured cycles before the uncontended samples: up to this many, or this long, whichever
+ * ends first (and at least `iterations / 10`, at most 50). A library is used warm in a
+ * long-running process; a few dozen cycles leave the JIT half done, and the figure would
+ * then say more about code size than about the cost of a lock.
+ */
+const STEADY = { cycles: 1_000, ms: 1_000 };
+
+/** Uncontended acquire+release latency in the steady state (after the unmeasured cycles of {@link STEADY}). */
 export async function benchUncontended(source: BenchSource, iterations: number, fair = false): Promise<Percentiles> {
   const [client] = await warmClients(contenderOf(source, fair), 1);
   if (!client) throw new Error('no client');
   const lockId = unique('unc');
   try {
+    const minimum = Math.min(50, Math.floor(iterations / 10));
+    const warmEnd = performance.now() + STEADY.ms;
+    for (let i = 0; i < STEADY.cycles && (i < minimum || performance.now() < warmEnd); i++) {
+      await (await client.acquire(lockId)).release();
+    }
     const samples: number[] = [];
-    const warmup = Math.min(50, Math.floor(iterations / 10));
-    for (let i = 0; i < warmup + iterations; i++) {
+    for (let i = 0; i < iterations; i++) {
       const t0 = performance.now();
       await (await client.acquire(lockId)).release();
-      if (i >= warmup) samples.push(performance.now() - t0);
+      samples.push(performance.now() - t0);
     }
     return percentiles(samples);
   } finally {
