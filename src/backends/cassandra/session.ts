@@ -8,6 +8,7 @@ import cassandra from 'cassandra-driver';
 import type { policies as DriverPolicies, types as DriverTypes } from 'cassandra-driver';
 import { BackendUnavailableError, raceAbort, sleep, unavailable, withDeadline } from '../kit.js';
 import type { CassandraSettings } from './config.js';
+import { guardHosts } from './linger.js';
 
 const { Client, types } = cassandra;
 type DriverClient = InstanceType<typeof Client>;
@@ -46,10 +47,8 @@ function retryable(err: unknown, idempotent: boolean): boolean {
 }
 
 /**
- * Reconnect after 0.5 s, at most every 5 s (the driver's default grows to 10 minutes). The
- * driver leaves its pending reconnection timers running after `shutdown()` (a known driver
- * defect): with the default schedule a closed locker kept its process alive for minutes
- * after a node had refused connections; now for seconds at most (docs/backends/cassandra.md).
+ * Reconnect after 0.5 s, at most every 5 s (the driver's default grows to 10 minutes, which
+ * leaves a lock's renewals failing long after the node is back).
  */
 const RECONNECTION = new cassandra.policies.reconnection.ExponentialReconnectionPolicy(500, 5_000, false);
 
@@ -88,9 +87,11 @@ export class Session {
   readonly #counts = { read: 0, write: 0, lwt: 0, schema: 0 };
   #closed = false;
   #closing: Promise<void> | undefined;
+  readonly #afterShutdown: () => void;
 
   private constructor(client: DriverClient, settings: CassandraSettings) {
     this.#client = client;
+    this.#afterShutdown = guardHosts(client);
     this.#settings = settings;
     this.#cl = CONSISTENCY[settings.consistency];
     this.#serial = settings.serialConsistency === 'serial' ? types.consistencies.serial : types.consistencies.localSerial;
@@ -172,7 +173,9 @@ export class Session {
   /** Close the client (bounded: a driver still connecting somewhere does not hold us up). */
   close(): Promise<void> {
     this.#closed = true;
-    this.#closing ??= withDeadline(this.#client.shutdown(), { timeoutMs: SHUTDOWN_BOUND_MS }).catch(() => undefined);
+    this.#closing ??= withDeadline(this.#client.shutdown(), { timeoutMs: SHUTDOWN_BOUND_MS })
+      .catch(() => undefined)
+      .then(this.#afterShutdown);
     return this.#closing;
   }
 }
