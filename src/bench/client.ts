@@ -46,6 +46,11 @@ export interface Contender {
    * row assumes the waiter queued after a fixed settle delay and says so in its output.
    */
   readonly reportsQueued: boolean;
+  /**
+   * Rows a library cannot run in reasonable time (a process per acquisition): hot-lock rows
+   * above `maxContenders`, and the keys and waiters rows when false. Skipped rows print n/a.
+   */
+  readonly limits?: { readonly maxContenders?: number; readonly keys?: boolean; readonly waiters?: boolean };
   /** A new client. */
   client(): BenchClient | Promise<BenchClient>;
 }

@@ -60,14 +60,16 @@ export async function runMatrix(source: BenchSource, o: MatrixOptions = {}): Pro
   row('hand-off');
   const handoff = await matrix.benchHandoff(c, Math.min(n, 100), fair, o.handoff);
   const hot: HotResult[] = [];
+  const limits = c.limits ?? {};
   for (const k of o.contenders ?? [1, 2, 8, 32, 64]) {
+    if (limits.maxContenders !== undefined && k > limits.maxContenders) continue;
     row(`hot lock x${k}`);
     hot.push(await matrix.benchHot(c, k, o.durationMs ?? 3_000, o.criticalMs ?? 2));
   }
-  const keyCount = o.keys ?? 10_000;
+  const keyCount = limits.keys === false ? 0 : (o.keys ?? 10_000);
   if (keyCount > 0) row(`${keyCount} keys`);
   const keys = keyCount > 0 ? await matrix.benchKeys(c, keyCount) : undefined;
-  const waiterCount = o.waiters ?? 1_000;
+  const waiterCount = limits.waiters === false ? 0 : (o.waiters ?? 1_000);
   if (waiterCount > 0) row(`${waiterCount} waiters`);
   const waiters =
     waiterCount > 0

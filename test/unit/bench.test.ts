@@ -177,3 +177,23 @@ test('runMatrix still takes a Locker factory (what `locksmith bench` passes)', a
   assert.equal(r.keys, undefined);
   assert.equal(r.waiters, undefined);
 });
+
+test("a contender's limits skip the rows it cannot run; the comparison shows them as n/a", async () => {
+  const slow: Contender = { ...silentPeer('one process per lock'), limits: { maxContenders: 1, keys: false, waiters: false } };
+  const [mine, peer] = await runComparison([locksmith(), slow], quick);
+  assert.deepEqual(
+    mine?.hot.map((h) => h.contenders),
+    [1, 4],
+  );
+  assert.deepEqual(
+    peer?.hot.map((h) => h.contenders),
+    [1],
+  );
+  assert.equal(peer?.keys, undefined);
+  assert.equal(peer?.waiters, undefined);
+  assert.ok(mine?.keys && mine.waiters);
+  const text = formatComparison(mine && peer ? [mine, peer] : [], quick).join('\n');
+  assert.match(text, /\| one process per lock \| [\d.]+ \/ [\d.]+ \| [\d.]+ \/ [\d.]+ \| n\/a \| n\/a \| n\/a \| n\/a \|/);
+  assert.match(text, /hot x1 ops\/s [\d.]+× \(one process per lock\)/);
+  assert.doesNotMatch(text, /hot x4 ops\/s/);
+});
