@@ -85,4 +85,29 @@ describe('mysql: scheme alias and pools', () => {
       }
     },
   );
+
+  test('lockers of one process on the same tables hand off without waiting for the poll', { timeout: 60_000 }, async () => {
+    // A poll of 60 s (45–75 s with jitter) and a holder's lease of 60 s (the waiter also looks
+    // when it should run out): only a wake-up from the other locker's commit can let the
+    // waiter in within the 20 s this test gives it.
+    const url = `${server.url}?migrate=true&pollMs=60000`;
+    const a = createLocker(url, { ttlMs: 60_000 });
+    const b = createLocker(url, { ttlMs: 60_000 });
+    const lockId = `my:local-wake:${randomBytes(4).toString('hex')}`;
+    try {
+      for (const fair of [true, false]) {
+        const held = await a.lock(lockId);
+        const queued = new Promise<void>((resolve) => b.once('waiting', () => resolve()));
+        const next = b.lock(lockId, { fair, timeoutMs: 20_000 });
+        await queued;
+        await held.release();
+        const got = await next;
+        assert.ok(got.token > held.token, `fair: ${fair}`);
+        await got.release();
+      }
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
 });

@@ -101,14 +101,19 @@ export async function migrate(target: string | MysqlQueryable, options: { table?
   }
 }
 
-/** What the server calls its session variables: MariaDB before 11.1 knows only `tx_isolation`, MySQL 8 only `transaction_isolation`; only MariaDB ends idle transactions. */
-async function serverVariables(pool: mysql.Pool): Promise<{ isolationVariable: string; mariadb: boolean }> {
-  const [rows] = await pool.query('SELECT @@version AS v');
-  const v = Array.isArray(rows) ? String((rows[0] as { v?: unknown } | undefined)?.v ?? '') : '';
+/** What the server calls its session variables, and where it is (host, port, database): MariaDB before 11.1 knows only `tx_isolation`, MySQL 8 only `transaction_isolation`; only MariaDB ends idle transactions. */
+async function serverVariables(pool: mysql.Pool): Promise<{ isolationVariable: string; mariadb: boolean; server: string }> {
+  const [rows] = await pool.query('SELECT @@version AS v, @@hostname AS h, @@port AS p, DATABASE() AS d');
+  const row = Array.isArray(rows) ? (rows[0] as { v?: unknown; h?: unknown; p?: unknown; d?: unknown } | undefined) : undefined;
+  const v = String(row?.v ?? '');
   const m = /^(\d+)\.(\d+)/.exec(v);
   const [major, minor] = [Number(m?.[1] ?? 0), Number(m?.[2] ?? 0)];
   const mariadb = /mariadb/i.test(v);
-  return { isolationVariable: mariadb && (major < 11 || (major === 11 && minor < 1)) ? 'tx_isolation' : 'transaction_isolation', mariadb };
+  return {
+    isolationVariable: mariadb && (major < 11 || (major === 11 && minor < 1)) ? 'tx_isolation' : 'transaction_isolation',
+    mariadb,
+    server: `${String(row?.h ?? '?')}:${String(row?.p ?? '?')}/${String(row?.d ?? '?')}`,
+  };
 }
 
 async function open(pool: mysql.Pool, ownsPool: boolean, o: MysqlOptions): Promise<SqlBackend> {
@@ -121,12 +126,8 @@ async function open(pool: mysql.Pool, ownsPool: boolean, o: MysqlOptions): Promi
     if ((err as { code?: unknown }).code === 'ER_NO_SUCH_TABLE') throw missingTable('mysql', tables.locks, err);
     throw err;
   }
-  const engine = new MysqlEngine(pool, {
-    tables,
-    batch: ownsPool,
-    lockTimeoutMs: o.lockTimeoutMs ?? 2_000,
-    ...(await serverVariables(pool)),
-    ownsPool,
-  });
-  return new SqlBackend(engine, { pollMs: o.pollMs ?? 50, secrets: o.secrets ?? [] });
+  const { server, ...variables } = await serverVariables(pool);
+  const engine = new MysqlEngine(pool, { tables, batch: ownsPool, lockTimeoutMs: o.lockTimeoutMs ?? 2_000, ...variables, ownsPool });
+  // Lockers of this process on the same tables wake each other's head at once (no poll).
+  return new SqlBackend(engine, { pollMs: o.pollMs ?? 50, secrets: o.secrets ?? [], scope: `${server}/${prefix}` });
 }

@@ -21,7 +21,7 @@ import {
 import { decide, nextExpiryMs, US, view, type LockView } from './state.js';
 import { big, micros, parseState, Statements } from './statements.js';
 import type { HolderRow, LockRow, SqlEngine, SqlResult, SqlTicket, Stmt } from './types.js';
-import { Wakeups } from './wakeups.js';
+import { sharedWakeups, Wakeups } from './wakeups.js';
 
 /** Options of a {@link SqlBackend}. */
 export interface SqlBackendOptions {
@@ -29,6 +29,12 @@ export interface SqlBackendOptions {
   readonly pollMs: number;
   /** Secrets never to show in an error message (the URL's password). */
   readonly secrets?: readonly string[];
+  /**
+   * The database and tables, as the server names them: backends of one process with the same
+   * scope share their waiters' wake-ups (see wakeups.ts). Without it, only this backend's own
+   * commits and the engine's notifications wake its waiters.
+   */
+  readonly scope?: string;
 }
 
 /** Without a queue position (a transient conflict), look again after this long. */
@@ -49,7 +55,8 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   readonly capabilities: Capabilities;
   readonly #engine: SqlEngine;
   readonly #st: Statements;
-  readonly #wakeups = new Wakeups();
+  readonly #wakeups: Wakeups;
+  readonly #releaseWakeups: () => void;
   readonly #pollMs: number;
   readonly #waiterTtlMs: number;
   readonly #secrets: readonly string[];
@@ -59,6 +66,9 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     this.name = engine.name;
     this.#engine = engine;
     this.#st = new Statements(engine.tables, engine.nowSql);
+    const shared = options.scope === undefined ? undefined : sharedWakeups(`${engine.name}:${options.scope}`);
+    this.#wakeups = shared?.wakeups ?? new Wakeups();
+    this.#releaseWakeups = shared?.release ?? (() => undefined);
     this.#pollMs = options.pollMs;
     // A waiter re-attempts at least every third of this (see waitForChange); one that stops is dropped after it.
     this.#waiterTtlMs = Math.max(5_000, 4 * options.pollMs);
@@ -251,7 +261,9 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    // Shared with other backends, whose waiters then look once more: harmless.
     this.#wakeups.wakeAll();
+    this.#releaseWakeups();
     await this.#engine.close();
   }
 

@@ -9,6 +9,10 @@
  * one, so a release costs one attempt, not one per waiter. A change naming a waiter whose
  * attempt is in flight is remembered, and its next wait returns at once: no wake-up is lost
  * between an attempt and its sleep.
+ *
+ * Backends of one process on the same database and tables share one registry
+ * ({@link sharedWakeups}): a commit by any of them wakes the first waiter of another at once,
+ * which on MySQL is the difference between a hand-off and a poll.
  */
 
 interface Sleeper {
@@ -91,4 +95,32 @@ export class Wakeups {
   wakeAll(): void {
     for (const set of [...this.#byId.values()]) for (const s of [...set]) s.wake();
   }
+}
+
+/** Registries shared by scope (database and tables), with the number of backends using each. */
+const shared = new Map<string, { readonly wakeups: Wakeups; users: number }>();
+
+/**
+ * The registry of `scope`, shared by every backend of this process that names the same
+ * database and tables; `release` when the backend closes. Only liveness depends on it: a
+ * wake-up makes a waiter look again sooner, the database decides.
+ */
+export function sharedWakeups(scope: string): { readonly wakeups: Wakeups; release(): void } {
+  let entry = shared.get(scope);
+  if (!entry) {
+    entry = { wakeups: new Wakeups(), users: 0 };
+    shared.set(scope, entry);
+  }
+  entry.users += 1;
+  const mine = entry;
+  let released = false;
+  return {
+    wakeups: mine.wakeups,
+    release: () => {
+      if (released) return;
+      released = true;
+      mine.users -= 1;
+      if (mine.users === 0 && shared.get(scope) === mine) shared.delete(scope);
+    },
+  };
 }
