@@ -39,7 +39,7 @@ export function faultSuite(name: string, options: SuiteOptions = {}): void {
       // Too slow for `npm test`, not skipped: the soak runs it; this test checks that it would.
       test(`${name}: ${fault} — not run in npm test: ${soakOnly}`, (t) => {
         assert.equal(f.skip(profile, true), undefined, `the soak would not run ${fault} on ${name}`);
-        t.diagnostic(`${name}: ${fault} is run by \`npm run faults -- --backend ${name} --faults ${fault}\` (${soakOnly})`);
+        t.diagnostic(`${name}: ${fault} is run by \`npm run faults -- --backend ${name} --faults ${fault}\``);
       });
       continue;
     }
