@@ -27,6 +27,9 @@ import {
 import { freePort, type RunningServer } from '../../scripts/servers/harness.js';
 import { startCassandra } from '../../scripts/servers/cassandra.js';
 import { request } from './request.js';
+import cassandra from 'cassandra-driver';
+import { guardControlRefresh } from '../../src/backends/cassandra/session.js';
+import { startFaultProxy } from '../../src/testing.js';
 import { waitingOn } from '../helpers.js';
 
 let server: RunningServer | undefined;
@@ -110,6 +113,45 @@ describe('cassandra: connection failures', () => {
     const l = createLocker(`cassandra://127.0.0.1:${port}/locksmith`, { connectTimeoutMs: 2_000 });
     opened.push(l);
     await assert.rejects(l.lock('x', { timeoutMs: 60_000 }), BackendUnavailableError);
+  });
+
+  // After node restarts the driver runs control-connection refreshes from timers, promises
+  // dropped, several at once (each restart leaves it one more health listener on the host);
+  // racing, they crashed fault workers with unhandled TypeErrors (NODEJS-681). Here: refreshes
+  // started the driver's way, then the node unreachable and back through a proxy, 4 times.
+  test('racing control-connection refreshes after outages never surface as unhandled rejections', T, async () => {
+    if (!server) throw new Error('cassandra did not start');
+    const proxy = await startFaultProxy({ targetHost: '127.0.0.1', targetPort: Number(new URL(server.url).port) });
+    opened.push(proxy);
+    const client = new cassandra.Client({
+      contactPoints: [proxy.address],
+      localDataCenter: 'datacenter1',
+      policies: { reconnection: new cassandra.policies.reconnection.ExponentialReconnectionPolicy(100, 1_000, false) },
+    });
+    assert.equal(guardControlRefresh(client), true, 'the driver has the refresh to guard');
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      await client.connect();
+      const control: unknown = Reflect.get(client, 'controlConnection');
+      const refresh: unknown = typeof control === 'object' && control !== null ? Reflect.get(control, '_refresh') : undefined;
+      assert.ok(typeof refresh === 'function');
+      for (let i = 0; i < 20; i++) setTimeout(() => void Reflect.apply(refresh, control, []), i * 5);
+      await sleep(1_000);
+      for (let i = 0; i < 4; i++) {
+        proxy.setMode('reset');
+        await sleep(1_000);
+        proxy.setMode('pass');
+        await sleep(1_000);
+      }
+      assert.deepEqual(unhandled.map(String), []);
+      const rows = await client.execute('SELECT release_version FROM system.local');
+      assert.equal(rows.rowLength, 1, 'the client still serves after the outages');
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await client.shutdown();
+    }
   });
 });
 

@@ -37,6 +37,8 @@ export interface NemesisContext {
 export interface Fault {
   /** Undefined when the fault applies to the profile, else why it is not run (`managed`: this run started the engine). */
   skip(profile: FaultProfile, managed: boolean): string | undefined;
+  /** Set (the reason) when the fault applies but is too slow for `npm test`: only the soak runs it. */
+  soakOnly?(profile: FaultProfile): string | undefined;
   /** Per-worker clock offset in ms (clock faults start workers under libfaketime). */
   readonly clockOffsetMs?: (index: number, profile: FaultProfile) => number;
   /** Inject once and heal; the runner repeats it while the run lasts. */
@@ -103,6 +105,7 @@ export const FAULTS = {
       if (!managed) return 'the engine was not started by this run';
       return profile.serverKill.kind === 'skip' ? profile.serverKill.why : undefined;
     },
+    soakOnly: (profile) => (profile.serverKill.kind === 'single' ? profile.serverKill.soakOnly : undefined),
     async inject(ctx) {
       const nodes = ctx.server?.nodes ?? [];
       const kill = ctx.profile.serverKill;

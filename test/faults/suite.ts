@@ -4,10 +4,10 @@
  * invariants on the checker's figures. A backend's test file is one call.
  */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { after, before, test, type TestContext } from 'node:test';
 import type { RunningServer } from '../../scripts/servers/harness.js';
-import { FAULTS, type FaultName } from './nemesis.js';
-import { PROFILES, prepare } from './profiles.js';
+import { FAULTS, type Fault, type FaultName } from './nemesis.js';
+import { PROFILES, prepare, type FaultProfile } from './profiles.js';
 import { runFault } from './run.js';
 
 /** Sizes of the short runs inside `npm test`. */
@@ -31,43 +31,64 @@ export function faultSuite(name: string, options: SuiteOptions = {}): void {
   after(async () => {
     await server?.stop();
   });
-  const faults = (Object.keys(FAULTS) as FaultName[]).filter((f) => FAULTS[f].skip(profile, true) === undefined);
-  for (const fault of faults) {
+  const applicable = (Object.keys(FAULTS) as FaultName[]).filter((f) => FAULTS[f].skip(profile, true) === undefined);
+  for (const fault of applicable) {
+    const f: Fault = FAULTS[fault];
+    const soakOnly = f.soakOnly?.(profile);
+    if (soakOnly !== undefined) {
+      // Too slow for `npm test`, not skipped: the soak runs it; this test checks that it would.
+      test(`${name}: ${fault} — not run in npm test: ${soakOnly}`, (t) => {
+        assert.equal(f.skip(profile, true), undefined, `the soak would not run ${fault} on ${name}`);
+        t.diagnostic(`${name}: ${fault} is run by \`npm run faults -- --backend ${name} --faults ${fault}\``);
+      });
+      continue;
+    }
     test(
       `${name}: ${fault} — no stale write accepted, no update lost behind a read+write fence, no double grant`,
       { timeout: 240_000 },
       async (t) => {
         if (!server) throw new Error(`${name} did not start`);
-        const r = await runFault({
-          profile,
-          url: server.url,
-          server,
-          fault,
-          mode: 'reads-and-writes',
-          clients: options.clients ?? 3,
-          durationMs: options.durationMs ?? 6_000,
-        });
-        if (r.skipped !== undefined) throw new Error(`not applicable: ${r.skipped}`);
-        const { timeline, ...figures } = r;
-        const shown = `${JSON.stringify(figures)}\n${timeline}`;
-        assert.ok(r.faults > 0, `the fault was injected: ${shown}`);
-        assert.ok(r.acceptedWrites > 0, `the workload progressed: ${shown}`);
-        assert.equal(r.staleWrites, 0, shown);
-        assert.equal(r.staleReads, 0, shown);
-        assert.equal(r.lostUpdates, 0, shown);
-        assert.equal(r.overlappingSections, 0, shown);
-        assert.equal(r.doubleGrants, 0, shown);
-        assert.equal(r.unhandled, 0, shown);
-        // A worker that outlives its close is a liveness failure, unless the engine's driver
-        // is known to linger (then it is reported: docs/guarantees.md, "Fault tests").
-        if (profile.lingersAfterClose === undefined) assert.deepEqual(r.stuck, [], shown);
-        else if (r.stuck.length > 0)
-          t.diagnostic(`${name}: ${r.stuck.length} worker(s) outlived their close: ${profile.lingersAfterClose}`);
-        if (fault === 'client-kill') {
-          const bound = profile.freeBoundMs();
-          for (const ms of r.recoveriesMs) assert.ok(ms <= bound, `a crashed holder's lock freed after ${ms} ms > ${bound} ms: ${shown}`);
-        }
+        await shortRun(t, profile, server, fault, options);
       },
     );
+  }
+}
+
+/** One short run of `fault` behind a read+write fence, asserting every safety invariant. */
+async function shortRun(
+  t: TestContext,
+  profile: FaultProfile,
+  server: RunningServer,
+  fault: FaultName,
+  options: SuiteOptions,
+): Promise<void> {
+  const name = profile.name;
+  const r = await runFault({
+    profile,
+    url: server.url,
+    server,
+    fault,
+    mode: 'reads-and-writes',
+    clients: options.clients ?? 3,
+    durationMs: options.durationMs ?? 6_000,
+  });
+  if (r.skipped !== undefined) throw new Error(`not applicable: ${r.skipped}`);
+  const { timeline, ...figures } = r;
+  const shown = `${JSON.stringify(figures)}\n${timeline}`;
+  assert.ok(r.faults > 0, `the fault was injected: ${shown}`);
+  assert.ok(r.acceptedWrites > 0, `the workload progressed: ${shown}`);
+  assert.equal(r.staleWrites, 0, shown);
+  assert.equal(r.staleReads, 0, shown);
+  assert.equal(r.lostUpdates, 0, shown);
+  assert.equal(r.overlappingSections, 0, shown);
+  assert.equal(r.doubleGrants, 0, shown);
+  assert.equal(r.unhandled, 0, shown);
+  // A worker that outlives its close is a liveness failure, unless the engine's driver
+  // is known to linger (then it is reported: docs/guarantees.md, "Fault tests").
+  if (profile.lingersAfterClose === undefined) assert.deepEqual(r.stuck, [], shown);
+  else if (r.stuck.length > 0) t.diagnostic(`${name}: ${r.stuck.length} worker(s) outlived their close: ${profile.lingersAfterClose}`);
+  if (fault === 'client-kill') {
+    const bound = profile.freeBoundMs();
+    for (const ms of r.recoveriesMs) assert.ok(ms <= bound, `a crashed holder's lock freed after ${ms} ms > ${bound} ms: ${shown}`);
   }
 }

@@ -27,12 +27,15 @@ const store = await connectFencedStore(config.storePort, config.client);
 let unhandled = 0;
 process.on('unhandledRejection', (reason) => {
   unhandled += 1;
+  // The stack goes to the runner's stderr (the soak's log): the note alone says too little.
+  console.error(`${config.client}: unhandled rejection:`, reason);
   void store.note(`unhandled rejection: ${String(reason)}`).catch(() => undefined);
 });
 // A crash (an 'error' event nobody heard, a throw from a timer) is what "nothing crashes the
 // process" forbids: record it like an unhandled rejection, then die as Node would.
 process.on('uncaughtException', (err) => {
   unhandled += 1;
+  console.error(`${config.client}: uncaught exception:`, err);
   void store
     .note(`unhandled rejection (uncaught exception): ${String(err)}`)
     .catch(() => undefined)
