@@ -60,6 +60,13 @@ export interface HandoffOptions {
   readonly settleMs?: number;
   /** For a contender that cannot report queueing: the waiter is assumed queued after this (ms). @default 30 */
   readonly unreportedSettleMs?: number;
+  /**
+   * ...plus a random delay up to this (ms), drawn per sample. A waiter that polls (every 10 ms
+   * for redis-semaphore) would otherwise always be released at the same phase of its poll —
+   * right before a retry when the settle is a multiple of the poll — and its figure would
+   * measure that alignment, not the library. @default 20
+   */
+  readonly unreportedJitterMs?: number;
   /** Stop sampling after this long (a polling peer takes ~0.2 s per sample) (ms). @default 30000 */
   readonly budgetMs?: number;
 }
@@ -70,6 +77,8 @@ export interface HandoffResult extends Percentiles {
   readonly queuedBy: 'event' | 'delay';
   /** The delay between "queued" and the release (ms). */
   readonly settleMs: number;
+  /** Plus a random delay up to this (ms); 0 when the waiter reported queueing. */
+  readonly jitterMs: number;
 }
 
 /** Hand-off latency: A holds, B waits (queued), A releases at t0, B holds at t1; t1 − t0. */
@@ -79,6 +88,7 @@ export async function benchHandoff(source: BenchSource, iterations: number, fair
   if (!a || !b) throw new Error('no client');
   const lockId = unique('handoff');
   const settleMs = c.reportsQueued ? (o.settleMs ?? 5) : (o.unreportedSettleMs ?? 30);
+  const jitterMs = c.reportsQueued ? 0 : (o.unreportedJitterMs ?? 20);
   const stopAt = performance.now() + (o.budgetMs ?? 30_000);
   try {
     const samples: number[] = [];
@@ -94,14 +104,14 @@ export async function benchHandoff(source: BenchSource, iterations: number, fair
       // (A grant without a queued report would be a broken lock: do not hang on it.)
       if (c.reportsQueued) await Promise.race([queued, next]);
       // Let the waiter settle into its wait (subscribe / watch / sleep between polls).
-      await sleep(settleMs);
+      await sleep(settleMs + Math.random() * jitterMs);
       const t0 = performance.now();
       await held.release();
       const got = await next;
       samples.push(t1 - t0);
       await got.release();
     }
-    return { ...percentiles(samples), queuedBy: c.reportsQueued ? 'event' : 'delay', settleMs };
+    return { ...percentiles(samples), queuedBy: c.reportsQueued ? 'event' : 'delay', settleMs, jitterMs };
   } finally {
     await closeAll([a, b]);
   }

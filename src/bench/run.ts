@@ -89,7 +89,7 @@ const ms = (x: number): string => `${x.toFixed(3)} ms`;
 export function handoffNote(h: HandoffResult): string {
   return h.queuedBy === 'event'
     ? `release ${h.settleMs} ms after the waiter queued`
-    : `waiter assumed queued after ${h.settleMs} ms (no event)`;
+    : `waiter assumed queued after ${h.settleMs} ms, released ${h.settleMs}–${h.settleMs + h.jitterMs} ms after it asked (no event)`;
 }
 
 /** The waiters row as one line. */

@@ -99,7 +99,7 @@ test('the comparison prints both tables, the hand-off notes and ratios against t
   const text = formatComparison(results).join('\n');
   assert.match(text, /\| locksmith \| [\d.]+ \/ [\d.]+ \|/);
   assert.match(text, /\| peer B \| 2 \|/);
-  assert.match(text, /peer A: hand-off waiter assumed queued after 5 ms \(no event\)/);
+  assert.match(text, /peer A: hand-off waiter assumed queued after 5 ms, released 5–25 ms after it asked \(no event\)/);
   assert.match(text, /locksmith \/ best peer: uncontended p50 [\d.]+× \(peer [AB]\)/);
   assert.match(text, /hot x2 ops\/s [\d.]+× \(peer [AB]\)/);
   assert.ok(!/peer A \/ best peer/.test(text), 'peers get no ratio line');

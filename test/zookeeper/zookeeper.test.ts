@@ -197,6 +197,34 @@ describe('zookeeper: session expiry', () => {
   });
 });
 
+describe('zookeeper: a node deleted under its holder', () => {
+  for (const handedOff of [false, true]) {
+    test(`is a loss with reason not-held (${handedOff ? 'a waiter the lock was handed to' : 'an uncontended holder'})`, T, async () => {
+      const lockId = id(`deleted-${String(handedOff)}`);
+      let lock;
+      if (handedOff) {
+        // The waiter read its node while it waited (the grant makes no read of its own).
+        const first = await client().lock(lockId);
+        const waiter = client(backend(), { ttlMs: 30_000 });
+        const queued = new Promise<void>((resolve) => waiter.once('waiting', () => resolve()));
+        const pending = waiter.lock(lockId, { timeoutMs: 60_000 });
+        await queued;
+        await first.release();
+        lock = await pending;
+      } else {
+        lock = await client(backend(), { ttlMs: 30_000 }).lock(lockId);
+      }
+      const s = await raw();
+      const children = await s.children(`${CHROOT}/${lockId}`);
+      assert.equal(children.length, 1);
+      await s.delete(`${CHROOT}/${lockId}/${children[0] ?? ''}`);
+      const reason = await aborted(lock);
+      assert.ok(reason instanceof LockLostError);
+      assert.equal(reason.reason, 'not-held');
+    });
+  }
+});
+
 describe('zookeeper: no herd effect', () => {
   test('1,000 waiters on one lock: each release wakes exactly one waiter', T, async () => {
     const lockId = id('herd');

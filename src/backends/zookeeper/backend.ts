@@ -26,7 +26,7 @@ import { readLockState } from './inspect.js';
 import { lockPaths, protectedPrefix, type LockPaths } from './layout.js';
 import { Deleter } from './nodes.js';
 import { attemptQueue } from './queue.js';
-import type { RecipeHost, ZkGrantData, ZkTicket } from './recipe.js';
+import type { Prefetch, RecipeHost, ZkGrantData, ZkTicket } from './recipe.js';
 import { attemptSemaphore } from './semaphore.js';
 import { ZkSession, type SessionState } from './session.js';
 import { waitForChange } from './wait.js';
@@ -82,6 +82,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     op: (s, what, work) => this.#op(s, what, work),
     grant: (req, t, hold, token, drop) => this.#grant(req, t, hold, token, drop),
     drop: (t, only) => this.#drop(t, only),
+    prefetch: (t) => this.#prefetch(t),
   };
 
   constructor(opts: ZooKeeperBackendOptions) {
@@ -201,7 +202,22 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
       token: undefined,
       watch: undefined,
       armed: undefined,
+      prefetch: undefined,
     };
+  }
+
+  /** RecipeHost.prefetch: only a plain queue hold (no gate, no semaphore lease) is read ahead. */
+  #prefetch(t: ZkTicket): void {
+    const path = t.queueNode;
+    if (!path || t.gateNode || t.leaseNode || t.prefetch?.path === path) return;
+    const onEvent = (type: number): void => {
+      if (pre.onGone && type === EVENT.DELETED) pre.onGone();
+      else pre.fired = true;
+    };
+    // Requests of one session are answered in order: by the time a later listing says we
+    // hold, this read has been answered too.
+    const pre: Prefetch = { path, stat: t.session.watchNode(path, onEvent).catch(() => null), fired: false, onGone: undefined };
+    t.prefetch = pre;
   }
 
   /** An attempt that finished after its caller gave up: give back what it got. */
@@ -219,6 +235,16 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     drop?: string,
   ): Promise<AcquireResult<ZkTicket, ZkGrantData>> {
     const s = t.session;
+    const pre = t.prefetch;
+    t.prefetch = undefined;
+    if (pre && !drop && hold.length === 1 && hold[0] === pre.path) {
+      const stat = await pre.stat;
+      if (stat && !pre.fired) {
+        const held = this.#hold(req, t, hold, token ?? stat.czxid);
+        pre.onGone = () => void (this.#held.has(held) && this.#held.nodeGone(held, pre.path));
+        return { granted: true, grant: held.grant };
+      }
+    }
     const ref: { held?: Held } = {};
     // One round trip reads our nodes' czxids and watches them, so a node deleted under the
     // holder (an operator, an expired session) does not go unnoticed.
@@ -238,21 +264,28 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     if (!first || stats.some((st) => st === null)) {
       throw new BackendUnavailableError(this.name, `zookeeper: our lock node under ${t.paths.base} vanished at grant`);
     }
+    ref.held = this.#hold(req, t, hold, token ?? first.czxid);
+    return { granted: true, grant: ref.held.grant };
+  }
+
+  /** The grant of the ticket's nodes `hold` with `token`, tracked from now; the ticket lets go of them. */
+  #hold(req: AcquireRequest<ZkTicket>, t: ZkTicket, hold: readonly string[], token: bigint): Held {
+    const s = t.session;
     const grant: Grant<ZkGrantData> = {
       lockId: req.lockId,
       kind: req.kind,
       ownerId: req.ownerId,
-      token: token ?? first.czxid,
+      token,
       ttlMs: Math.min(req.ttlMs, s.sessionTimeoutMs),
       reentered: false,
       data: { session: s, nodes: hold },
     };
-    ref.held = this.#held.add(grant, req.onLost, grant.ttlMs);
+    const held = this.#held.add(grant, req.onLost, grant.ttlMs);
     // The ticket no longer owns the nodes: a late cancel must not delete a held lock.
     t.queueNode = t.gateNode = t.leaseNode = undefined;
     t.token = undefined;
     t.watch = undefined;
-    return { granted: true, grant };
+    return held;
   }
 
   /** RecipeHost.drop: delete the ticket's nodes (or only its gate node); `sweep` also finds lost creates. */
@@ -261,6 +294,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     const nodes = only === 'gate' ? [t.gateNode] : [t.leaseNode, t.gateNode, t.queueNode];
     t.gateNode = undefined;
     t.token = undefined;
+    t.prefetch = undefined;
     if (!only) {
       t.leaseNode = t.queueNode = undefined;
       t.watch = undefined;

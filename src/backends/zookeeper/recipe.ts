@@ -9,6 +9,7 @@ import type { AcquireRequest, AcquireResult, LockKind } from '../kit.js';
 import { createProtectedNode } from './nodes.js';
 import type { LockPaths } from './layout.js';
 import type { Listing, ZkSession } from './session.js';
+import type { Stat } from './driver.js';
 
 /** What a waiting attempt watches next. */
 export type WatchSpec =
@@ -43,6 +44,22 @@ export interface ZkTicket {
   /** What the next wait watches. */
   watch: WatchSpec | undefined;
   armed: ArmedWatch | undefined;
+  /** Our queue node's stat and watch, read while we wait (see {@link Prefetch}). */
+  prefetch: Prefetch | undefined;
+}
+
+/**
+ * What a grant reads of our node (its czxid, the token) and the watch that tells the holder
+ * its node vanished, taken while the attempt waits — so that the hand-off, after the wake-up,
+ * costs the one listing Curator's also costs, not a listing and then a read.
+ */
+export interface Prefetch {
+  readonly path: string;
+  readonly stat: Promise<Stat | null>;
+  /** The watch fired before a grant took the node: the grant reads it again. */
+  fired: boolean;
+  /** Set by the grant: what the watch does once the node is held. */
+  onGone: (() => void) | undefined;
 }
 
 /** What a grant carries for extend and release (the seam's grant `Data`). */
@@ -69,6 +86,8 @@ export interface RecipeHost {
   ): Promise<AcquireResult<ZkTicket, ZkGrantData>>;
   /** Delete the ticket's nodes (all, or only the gate node). */
   drop(t: ZkTicket, only?: 'gate'): Promise<void>;
+  /** A waiting ticket: read and watch its queue node in the background ({@link Prefetch}). */
+  prefetch(t: ZkTicket): void;
 }
 
 /** One step of a recipe: go on, start over (a node vanished), or wait on a watch. */
@@ -89,6 +108,7 @@ export async function contended(
     return { granted: false, contended: { ticket: undefined } };
   }
   t.watch = watch;
+  host.prefetch(t);
   return { granted: false, contended: { ticket: t } };
 }
 
