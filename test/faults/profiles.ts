@@ -49,12 +49,6 @@ export interface FaultProfile {
    * ttl + lockDelay + 1 s; engines whose leases are coarser say so here.
    */
   freeBoundMs(): number;
-  /**
-   * Set (with the reason) when the engine's driver is known to keep a closed client's process
-   * alive after some faults: the suite then reports workers that did not exit instead of
-   * failing on them. Safety is asserted all the same.
-   */
-  readonly lingersAfterClose?: string;
 }
 
 const withParam = (url: string, param: string): string => `${url}${url.includes('?') ? '&' : '?'}${param}`;
@@ -110,8 +104,6 @@ const cassandra: FaultProfile = {
   tune: (url) => withParam(url, 'create=true'),
   // Cells live in whole seconds, ceil(ttl) + 1 s (docs/backends/cassandra.md), and waiters poll.
   freeBoundMs: () => (Math.ceil(1_000 / 1_000) + 1) * 1_000 + 1_000,
-  lingersAfterClose:
-    'cassandra-driver keeps timers of a client closed while it reconnects (apache/cassandra-nodejs-driver#440); after a partition-reset a worker may outlive its close',
 };
 
 const redlock: FaultProfile = {
