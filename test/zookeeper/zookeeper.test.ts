@@ -59,17 +59,27 @@ async function raw(): Promise<ZkSession> {
   return s;
 }
 
-/** Curator's KillSession: attach to the session from another connection and close it there. */
+/**
+ * Curator's KillSession: attach to the session from another connection and close it there.
+ * The client's own connection, dropped by the server when the session moved, may reconnect
+ * and take the session back before the close arrives (the ensemble then refuses the close):
+ * kill again until the client has seen its session end.
+ */
 async function expireSession(b: ZooKeeperBackend, connectString = server.connectString): Promise<void> {
   const s = b.session;
   assert.ok(s, 'the backend has a session');
-  const killer = await ZkSession.open({
-    connectString,
-    sessionTimeoutMs: s.sessionTimeoutMs,
-    connectTimeoutMs: 30_000,
-    resume: s.credentials,
-  });
-  killer.close();
+  for (let attempt = 0; attempt < 5 && s.alive; attempt++) {
+    const killer = await ZkSession.open({
+      connectString,
+      sessionTimeoutMs: s.sessionTimeoutMs,
+      connectTimeoutMs: 30_000,
+      resume: s.credentials,
+    });
+    killer.close();
+    const until = performance.now() + 10_000;
+    while (s.alive && performance.now() < until) await sleep(50);
+  }
+  assert.equal(s.alive, false, 'the session was expired');
 }
 
 /** Poll `check` until true (generous bound: the machine may be loaded). */
