@@ -165,7 +165,8 @@ test('the waiters row counts server operations through the probe and gives up a 
   };
   const r = await benchWaiters(held, 10, { idleMs: 50, probe: async () => (probed += 7), drainBudgetMs: 100, perClient: 5 });
   assert.equal(r.drained, 0);
-  assert.ok(r.drainMs >= 100);
+  // Node's timers run off the loop's cached clock and can fire up to a millisecond early by performance.now().
+  assert.ok(r.drainMs >= 95, `the drain gave up after its budget (${r.drainMs} ms)`);
   assert.ok(r.idleOpsPerSec !== undefined && r.idleOpsPerSec > 0);
 });
 
