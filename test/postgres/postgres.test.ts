@@ -73,21 +73,31 @@ describe('postgres: wake-ups and pools', () => {
   });
 
   test("a user's pool: migrate(pool), locks through it, and close() leaves the pool open", { timeout: 60_000 }, async () => {
-    const pool = new pg.Pool({ connectionString: server.url, max: 4 });
+    const pool = new pg.Pool({ connectionString: server.url, max: 4, idleTimeoutMillis: 0 });
+    const mine: Locker[] = [];
     try {
       await migrate(pool, { table: 'userpool' });
       const lockId = `pg:pool:${randomBytes(4).toString('hex')}`;
       const a = createLocker(await createPostgresBackend(pool, { table: 'userpool' }));
       const b = createLocker(await createPostgresBackend(pool, { table: 'userpool' }));
+      mine.push(a, b);
       const lock = await a.lock(lockId);
       assert.equal(await b.tryLock(lockId), null);
       const next = b.lock(lockId, { timeoutMs: 30_000 });
       await lock.release();
       assert.ok((await next).token > lock.token);
+      // close() resolves once its LISTEN connection has ended (the pool's 'remove'), so a
+      // server shutdown after it reports nothing to this pool, which has no 'error' handler.
+      let removed = 0;
+      pool.on('remove', () => removed++);
       await a.close();
+      assert.equal(removed, 1, "a's LISTEN connection has ended");
       await b.close();
+      assert.equal(removed, 2, "b's LISTEN connection has ended");
       assert.equal((await pool.query('SELECT 1 AS one')).rows[0]?.one, 1, 'the pool is still usable');
     } finally {
+      // A failed check must not leave a LISTEN connection checked out: pool.end() would wait for it.
+      await Promise.allSettled(mine.map((l) => l.close()));
       await pool.end();
     }
   });

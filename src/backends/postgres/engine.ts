@@ -176,7 +176,7 @@ export class PgEngine implements SqlEngine {
   }
 
   async close(): Promise<void> {
-    this.#listener?.close();
+    await this.#listener?.close();
     this.#listeners = [];
     if (this.#options.ownsPool) await this.#pool.end();
   }

@@ -8,6 +8,8 @@ import type pg from 'pg';
 
 const RETRY_MIN_MS = 100;
 const RETRY_MAX_MS = 5_000;
+/** How long close() waits for the destroyed connection to end before it gives up waiting. */
+const END_WAIT_MS = 2_000;
 
 /** The LISTEN connection of one backend. */
 export class PgListener {
@@ -72,13 +74,28 @@ export class PgListener {
     this.#timer.unref();
   }
 
-  /** Stop listening and give the connection back (destroyed). */
-  close(): void {
+  /**
+   * Stop listening, give the connection back (destroyed) and wait until it has ended. The
+   * pool re-arms its idle 'error' listener on release; a server shutting down while the
+   * connection still ends would reach the pool's 'error' event, which crashes the process
+   * of a user whose own pool has no handler (docs/backends/postgres.md, "Using your own pool").
+   */
+  async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
     const client = this.#client;
     this.#client = undefined;
-    client?.release(true);
+    if (!client) return;
+    const ended = new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, END_WAIT_MS);
+      timer.unref();
+      client.once('end', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+    client.release(true);
+    await ended;
   }
 }
