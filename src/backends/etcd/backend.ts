@@ -21,7 +21,7 @@ import {
   type LockState,
 } from '../kit.js';
 import type { Abandonable } from '../../backend.js';
-import { createdAt, EtcdClient, entriesOf, rangeOp, type Entry } from './client.js';
+import { createdAt, EtcdClient, entriesOf, rangeOp, youngestOp, type Entry } from './client.js';
 import { HeldTable } from './held.js';
 import { encodeValue, lockPrefix, parseValue } from './layout.js';
 import { decide, holders, holding, type EtcdGrantData, type EtcdTicket } from './recipe.js';
@@ -170,6 +170,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     const t: EtcdTicket = {
       session,
       lockId: req.lockId,
+      exclusive: req.kind === 'mutex' || req.kind === 'write',
       prefix,
       key: '',
       value: encodeValue({ kind: req.kind, owner: req.ownerId, nonce, permits: req.kind === 'semaphore' ? req.permits : 1 }),
@@ -200,29 +201,30 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
    */
   async #create(t: EtcdTicket): Promise<Listing | undefined> {
     const key = Buffer.from(t.key);
+    // Our new key is the youngest under the prefix, so the two youngest are ours and the one
+    // just older: all an exclusive waiter needs. The other kinds read every key.
+    const listing = t.exclusive ? youngestOp(t.prefix, 2) : rangeOp(t.prefix);
     const res = await this.client.txn('create', {
       compare: [createdAt(t.key, 0n)],
-      success: [{ request_put: { key, value: t.value, lease: t.session.id } }, rangeOp(t.prefix)],
-      failure: [{ request_range: { key } }, rangeOp(t.prefix)],
+      success: [{ request_put: { key, value: t.value, lease: t.session.id } }, listing],
+      failure: [{ request_range: { key } }],
     });
-    const entries = entriesOf(res.responses[1]?.response_range);
     if (res.succeeded) {
       t.rev = BigInt(res.header.revision);
-      return { entries, revision: BigInt(res.header.revision) };
+      return { entries: entriesOf(res.responses[1]?.response_range), revision: BigInt(res.header.revision) };
     }
     const existing = entriesOf(res.responses[0]?.response_range)[0];
-    if (existing && parseValue(existing.value).nonce === t.nonce) {
-      t.rev = existing.createRevision;
-      return { entries, revision: BigInt(res.header.revision) };
-    }
-    this.#rename(t);
+    // Our own create, retried after a lost reply: the next round lists from its revision.
+    if (existing && parseValue(existing.value).nonce === t.nonce) t.rev = existing.createRevision;
+    else this.#rename(t);
     return undefined;
   }
 
   /** List the lock, if our key is still there (it goes with our lease, or by an operator). */
   async #check(t: EtcdTicket): Promise<Listing | undefined> {
     const rev = t.rev ?? 0n;
-    const res = await this.client.txn('list', { compare: [createdAt(t.key, rev)], success: [rangeOp(t.prefix)], failure: [] });
+    const listing = t.exclusive ? youngestOp(t.prefix, 1, rev - 1n) : rangeOp(t.prefix);
+    const res = await this.client.txn('list', { compare: [createdAt(t.key, rev)], success: [listing], failure: [] });
     if (res.succeeded) return { entries: entriesOf(res.responses[0]?.response_range), revision: BigInt(res.header.revision) };
     // Our place is gone: queue again, at the back.
     t.rev = undefined;

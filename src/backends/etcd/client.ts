@@ -158,6 +158,25 @@ export function rangeOp(prefix: string): IRequestOp {
   return { request_range: { key, range_end: rangeEnd(key), sort_order: 'Ascend', sort_target: 'Create' } };
 }
 
+/**
+ * The `limit` youngest keys under `prefix` (youngest first), only among keys created at or
+ * before revision `upTo` when given: what an exclusive waiter needs to know is one key, so
+ * reading it costs the same with one waiter or a thousand (docs/backends/etcd.md, "The recipe").
+ */
+export function youngestOp(prefix: string, limit: number, upTo?: bigint): IRequestOp {
+  const key = Buffer.from(prefix);
+  return {
+    request_range: {
+      key,
+      range_end: rangeEnd(key),
+      sort_order: 'Descend',
+      sort_target: 'Create',
+      limit,
+      ...(upTo === undefined ? {} : { max_create_revision: upTo.toString() }),
+    },
+  };
+}
+
 /** The keys of a range response. */
 export function entriesOf(res: IRangeResponse | undefined): Entry[] {
   return (res?.kvs ?? []).map((kv: IKeyValue) => ({

@@ -23,6 +23,8 @@ export type WatchSpec = { readonly type: 'key'; readonly key: string } | { reado
 export interface EtcdTicket {
   readonly session: LeaseSession;
   readonly lockId: string;
+  /** Exclusive (mutex, write): only the key just older than ours matters, so only it is read. */
+  readonly exclusive: boolean;
   readonly prefix: string;
   /** Our key (under `prefix`). */
   key: string;
@@ -60,7 +62,8 @@ export function decide(
   keys: readonly Holder[],
   prefix: string,
 ): { readonly held: true } | { readonly held: false; readonly watch: WatchSpec } {
-  const older = keys.filter((k) => k.createRevision < rev);
+  // Oldest first, whatever order the listing came in (an exclusive waiter's is youngest first).
+  const older = keys.filter((k) => k.createRevision < rev).sort((a, b) => (a.createRevision < b.createRevision ? -1 : 1));
   const blocking =
     kind === 'read' ? older.filter((k) => k.kind !== 'read') : kind === 'semaphore' ? older.filter((k) => k.kind !== 'semaphore') : older;
   const youngest = blocking[blocking.length - 1];
