@@ -23,6 +23,14 @@ sqlCases({
     for (const r of rows) await adminMariaDb(server.socket, [`KILL ${r.id}`]).catch(() => undefined);
     return rows.length;
   },
+  countInserts: async (table) => {
+    await adminMariaDb(server.socket, [
+      `CREATE TABLE locksmith.${table}_n (n BIGINT NOT NULL)`,
+      `INSERT INTO locksmith.${table}_n VALUES (0)`,
+      `CREATE TRIGGER locksmith.${table}_t BEFORE INSERT ON locksmith.${table} FOR EACH ROW UPDATE locksmith.${table}_n SET n = n + 1`,
+    ]);
+    return async () => Number(((await adminMariaDb(server.socket, [`SELECT n FROM locksmith.${table}_n`])) as { n: unknown }[])[0]?.n);
+  },
 });
 
 describe('mysql: scheme alias and pools', () => {

@@ -25,6 +25,19 @@ sqlCases({
         "SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity WHERE usename = 'locksmith' AND pid <> pg_backend_pid()",
       ])
     ).length,
+  countInserts: async (table) => {
+    await admin(
+      node.port,
+      [
+        `CREATE TABLE ${table}_n (n bigint NOT NULL)`,
+        `INSERT INTO ${table}_n VALUES (0)`,
+        `CREATE FUNCTION ${table}_bump() RETURNS trigger SECURITY DEFINER LANGUAGE plpgsql AS $$ BEGIN UPDATE ${table}_n SET n = n + 1; RETURN NEW; END $$`,
+        `CREATE TRIGGER ${table}_t BEFORE INSERT ON ${table} FOR EACH ROW EXECUTE FUNCTION ${table}_bump()`,
+      ],
+      'locksmith',
+    );
+    return async () => Number((await admin(node.port, [`SELECT n FROM ${table}_n`], 'locksmith'))[0]?.['n']);
+  },
 });
 
 describe('postgres: wake-ups and pools', () => {

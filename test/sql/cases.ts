@@ -25,6 +25,11 @@ export interface SqlTarget {
   restart(): Promise<void>;
   /** Kill every client connection of the test user (KILL / pg_terminate_backend); resolves with how many. */
   killConnections(): Promise<number>;
+  /**
+   * Count the INSERT statements on `table` from now on (a trigger; every attempt's lock-row
+   * statement is one); resolves a reader of the count.
+   */
+  countInserts(table: string): Promise<() => Promise<number>>;
 }
 
 /** Register the cases. */
@@ -96,6 +101,49 @@ export function sqlCases(t: SqlTarget): void {
         await next.release();
       },
     );
+  });
+
+  describe(`${t.name}: a long queue`, () => {
+    test('waiters behind others wait without touching the lock row, and their queue rows stay alive past their lifetime', T, async () => {
+      const prefix = `kq${randomBytes(3).toString('hex')}`;
+      const url = `${t.url}&table=${prefix}&pollMs=1000`;
+      const lockId = id('queue');
+      const at = (): Locker => {
+        const l = createLocker(url);
+        open.push(l);
+        return l;
+      };
+      const held = await at().lock(lockId, { ttlMs: 60_000 });
+      const inserts = await t.countInserts(`${prefix}_locks`);
+      const w = at();
+      const n = 12;
+      const order: number[] = [];
+      const waits: Promise<void>[] = [];
+      for (let i = 0; i < n; i++) {
+        waits.push(
+          w.lock(lockId, { ttlMs: 60_000, timeoutMs: 60_000 }).then(async (l) => {
+            order.push(i);
+            await l.release();
+          }),
+        );
+        // One at a time, so that the queue order is the order of i.
+        await eventually(`waiter ${i} queued`, async () => (await w.inspect(lockId)).waiters === i + 1, 30_000, 20);
+      }
+      const before = await inserts();
+      // Longer than a queue row lives without a refresh (5 s).
+      await new Promise((r) => setTimeout(r, 6_500));
+      const attempts = (await inserts()) - before;
+      assert.equal((await w.inspect(lockId)).waiters, n, 'no queue row expired');
+      // The first waiter polls about once a second; the other eleven only read their position.
+      assert.ok(attempts <= n, `${attempts} lock-row transactions in 6.5 s (before this change, every waiter's poll was one: ~45)`);
+      await held.release();
+      await Promise.all(waits);
+      assert.deepEqual(
+        order,
+        Array.from({ length: n }, (_, i) => i),
+        'granted in queue order',
+      );
+    });
   });
 
   describe(`${t.name}: the database's clock decides`, () => {

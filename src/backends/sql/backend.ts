@@ -21,6 +21,7 @@ import {
 import { decide, nextExpiryMs, US, view, type LockView } from './state.js';
 import { big, micros, parseState, Statements } from './statements.js';
 import type { HolderRow, LockRow, SqlEngine, SqlResult, SqlTicket, Stmt } from './types.js';
+import { QueueKeepalive } from './keepalive.js';
 import { sharedWakeups, Wakeups } from './wakeups.js';
 
 /** Options of a {@link SqlBackend}. */
@@ -60,6 +61,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   readonly #pollMs: number;
   readonly #waiterTtlMs: number;
   readonly #secrets: readonly string[];
+  readonly #keepalive: QueueKeepalive;
   #closed = false;
 
   constructor(engine: SqlEngine, options: SqlBackendOptions) {
@@ -73,6 +75,12 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     // A waiter re-attempts at least every third of this (see waitForChange); one that stops is dropped after it.
     this.#waiterTtlMs = Math.max(5_000, 4 * options.pollMs);
     this.#secrets = options.secrets ?? [];
+    const waiterTtlMs = this.#waiterTtlMs;
+    this.#keepalive = new QueueKeepalive(
+      (stmts) => engine.transaction((tx) => tx.run(stmts, true)),
+      (lockId, seqs) => this.#st.refreshWaiters(lockId, seqs, waiterTtlMs),
+      waiterTtlMs / 3,
+    );
     this.capabilities = sqlCapabilities(engine.notifies);
     engine.onChange((lockId, head) => (lockId === undefined ? this.#wakeups.wakeAll() : this.#wakeups.wake(lockId, head)));
   }
@@ -113,6 +121,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     const seq = req.ticket?.seq;
     const d = decide(v, req, seq);
     if (d.type !== 'contended') {
+      if (seq !== undefined) this.#keepalive.delete(req.lockId, seq);
       const head = v.queue.find((w) => w.seq !== seq)?.seq;
       // Leaving the queue may let the next waiters in (readers, permits).
       if (seq !== undefined && v.queue.some((w) => w.seq === seq)) {
@@ -157,20 +166,54 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
         this.#st.insertWaiter(req.lockId, { seq, ownerId: req.ownerId, kind: req.kind, permits: req.permits, expiresUs }),
       );
     }
+    const old = req.ticket?.seq;
+    if (old !== undefined && old !== seq) this.#keepalive.delete(req.lockId, old);
+    this.#keepalive.add(req.lockId, seq);
     const at = v.queue.findIndex((w) => w.seq === seq);
-    return { seq, retryMs: nextExpiryMs(v), ahead: at >= 0 ? at : v.queue.length };
+    const exclusive = req.kind === 'mutex' || req.kind === 'write';
+    return { seq, retryMs: nextExpiryMs(v), ahead: at >= 0 ? at : v.queue.length, exclusive };
   }
 
+  /**
+   * Sleep until a change names this waiter first, or its poll comes. A mutex or writer behind
+   * others cannot be granted before it is first, so its poll asks only for its position (one
+   * indexed read, no lock row) and attempts once nobody live is ahead: a thousand waiters
+   * then cost the lock row nothing while they wait (docs/backends/postgres.md, "Waiting").
+   */
   async waitForChange(lockId: string, ticket: SqlTicket | undefined, signal: AbortSignal): Promise<void> {
-    if (!ticket) return this.#wakeups.wait(lockId, undefined, UNQUEUED_RETRY_MS, signal);
+    if (!ticket) {
+      await this.#wakeups.wait(lockId, undefined, UNQUEUED_RETRY_MS, signal);
+      return;
+    }
+    for (let ahead = ticket.ahead; ;) {
+      const woken = await this.#wakeups.wait(lockId, ticket.seq, this.#pollFor(ticket, ahead), signal);
+      if (woken || !ticket.exclusive || ahead === 0) return;
+      const p = await this.#position(lockId, ticket.seq);
+      if (p === undefined || p.ahead === 0 || !p.live) return;
+      ahead = p.ahead;
+    }
+  }
+
+  /** The poll of a waiter `ahead` places back: further back, less often (the first is woken by the changes that matter). */
+  #pollFor(ticket: SqlTicket, ahead: number): number {
     const base = Math.min(this.#pollMs, ticket.retryMs);
-    // Further back, poll less (the first waiter is woken by the changes that matter); never
-    // so long that the queue row, refreshed by each attempt, could expire meanwhile.
-    const ms = Math.min(base * (1 + ticket.ahead), Math.max(base, Math.min(ticket.retryMs, this.#waiterTtlMs / 3)));
-    await this.#wakeups.wait(lockId, ticket.seq, ms, signal);
+    // The keepalive refreshes the queue row, so the cap is the next expiry the attempt saw.
+    return Math.min(base * (1 + ahead), Math.max(base, Math.min(ticket.retryMs, this.#waiterTtlMs)));
+  }
+
+  /** How many live waiters are ahead of `seq`, and whether its row is live; undefined when the read failed (then attempt). */
+  async #position(lockId: string, seq: bigint): Promise<{ ahead: number; live: boolean } | undefined> {
+    try {
+      const [r] = await this.#engine.transaction((tx) => tx.run([this.#st.position(lockId, seq)], true));
+      const row = r?.rows[0];
+      return { ahead: Number(row?.['ahead'] ?? 0), live: Number(row?.['mine'] ?? 0) > 0 };
+    } catch {
+      return undefined;
+    }
   }
 
   async cancel(req: AcquireRequest<SqlTicket>, ticket: SqlTicket | undefined): Promise<void> {
+    if (ticket) this.#keepalive.delete(req.lockId, ticket.seq);
     const stmts = [
       ...(ticket ? [this.#st.deleteWaiter(req.lockId, ticket.seq)] : []),
       ...(req.freshOwner ? this.#st.deleteOwner(req.lockId, req.ownerId) : []),
@@ -261,6 +304,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#keepalive.close();
     // Shared with other backends, whose waiters then look once more: harmless.
     this.#wakeups.wakeAll();
     this.#releaseWakeups();

@@ -128,6 +128,25 @@ export class Statements {
     return { sql: `UPDATE ${this.#t.queue} SET expires_us = ? WHERE lock_id = ? AND seq = ?`, params: [expiresUs, lockId, seq.toString()] };
   }
 
+  /** Push the expiry of some queue rows of `lockId` to now + `ttlMs` (never shortened). */
+  refreshWaiters(lockId: string, seqs: readonly bigint[], ttlMs: number): Stmt {
+    return {
+      sql: `UPDATE ${this.#t.queue} SET expires_us = GREATEST(expires_us, ${this.#now} + ?)
+            WHERE lock_id = ? AND seq IN (${seqs.map(() => '?').join(', ')})`,
+      params: [Math.round(ttlMs * 1000), lockId, ...seqs.map((q) => q.toString())],
+    };
+  }
+
+  /** Live waiters ahead of `seq`, and whether the row `seq` is live itself (no lock taken). */
+  position(lockId: string, seq: bigint): Stmt {
+    const live = `lock_id = ? AND expires_us > ${this.#now}`;
+    return {
+      sql: `SELECT (SELECT count(*) FROM ${this.#t.queue} WHERE ${live} AND seq < ?) AS ahead,
+                   (SELECT count(*) FROM ${this.#t.queue} WHERE ${live} AND seq = ?) AS mine`,
+      params: [lockId, seq.toString(), lockId, seq.toString()],
+    };
+  }
+
   deleteWaiter(lockId: string, seq: bigint): Stmt {
     return { sql: `DELETE FROM ${this.#t.queue} WHERE lock_id = ? AND seq = ?`, params: [lockId, seq.toString()] };
   }

@@ -107,4 +107,6 @@ export interface SqlTicket {
   readonly retryMs: number;
   /** Waiters ahead of this one when the attempt looked (behind others, it polls less often). */
   readonly ahead: number;
+  /** A mutex or a writer: it cannot be granted while anyone waits ahead of it. */
+  readonly exclusive: boolean;
 }

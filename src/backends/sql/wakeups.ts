@@ -33,24 +33,24 @@ export class Wakeups {
   /**
    * Sleep until a change names this sleeper (`order`) as the first waiter of `lockId`, `ms`
    * pass (jittered by ±25 %), or `signal` aborts. Returns at once when such a change came
-   * while it was awake.
+   * while it was awake. Resolves true when woken by a change, false when the time ran out.
    */
-  async wait(lockId: string, order: bigint | undefined, ms: number, signal: AbortSignal): Promise<void> {
+  async wait(lockId: string, order: bigint | undefined, ms: number, signal: AbortSignal): Promise<boolean> {
     signal.throwIfAborted();
     if (order !== undefined && this.#named.get(lockId) === order) {
       this.#named.delete(lockId);
-      return;
+      return true;
     }
     let set = this.#byId.get(lockId);
     if (!set) {
       set = new Set();
       this.#byId.set(lockId, set);
     }
-    await this.#sleep(lockId, set, order, ms, signal);
+    return this.#sleep(lockId, set, order, ms, signal);
   }
 
-  #sleep(lockId: string, set: Set<Sleeper>, order: bigint | undefined, ms: number, signal: AbortSignal): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
+  #sleep(lockId: string, set: Set<Sleeper>, order: bigint | undefined, ms: number, signal: AbortSignal): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
       const done = (): void => {
         clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
@@ -61,15 +61,19 @@ export class Wakeups {
         order,
         wake: () => {
           done();
-          resolve();
+          resolve(true);
         },
       };
       const onAbort = (): void => {
         done();
         reject(signal.reason);
       };
+      const elapsed = (): void => {
+        done();
+        resolve(false);
+      };
       // Ref'd: a caller awaiting a lock keeps the process alive (docs/architecture.md).
-      const timer = setTimeout(sleeper.wake, Math.max(1, Math.round(ms * (0.75 + Math.random() * 0.5))));
+      const timer = setTimeout(elapsed, Math.max(1, Math.round(ms * (0.75 + Math.random() * 0.5))));
       set.add(sleeper);
       signal.addEventListener('abort', onAbort, { once: true });
     });
