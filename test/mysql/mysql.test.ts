@@ -1,5 +1,6 @@
 /** MariaDB beyond the conformance suite: the shared SQL cases of test/sql/cases.ts, the scheme alias, a user's pool. */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import mysql from 'mysql2/promise';
@@ -22,6 +23,12 @@ sqlCases({
     }[];
     for (const r of rows) await adminMariaDb(server.socket, [`KILL ${r.id}`]).catch(() => undefined);
     return rows.length;
+  },
+  killConnectionsNow: () => {
+    const cli = (sql: string): string =>
+      execFileSync('mariadb', ['-S', server.socket, '-u', 'root', '-N', '-B', '-e', sql], { encoding: 'utf8' });
+    const kills = cli("SELECT CONCAT('KILL ', id, ';') FROM information_schema.processlist WHERE user = 'locksmith'").trim();
+    if (kills !== '') cli(kills);
   },
   countInserts: async (table) => {
     await adminMariaDb(server.socket, [

@@ -3,6 +3,7 @@
  * after the LISTEN connection was killed, the scheme alias, a user's pool.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import pg from 'pg';
@@ -13,6 +14,9 @@ import { useServer, waitingOn } from '../helpers.js';
 import { sqlCases } from '../sql/cases.js';
 
 const server = await useServer(() => startPostgres());
+/** Every connection of the test user but the LISTEN ones (a killed LISTEN connection is another test's subject). */
+const KILL_POOLED =
+  "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'locksmith' AND pid <> pg_backend_pid() AND query NOT LIKE 'LISTEN %'";
 const node = server.nodes[0]!;
 
 sqlCases({
@@ -25,6 +29,9 @@ sqlCases({
         "SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity WHERE usename = 'locksmith' AND pid <> pg_backend_pid()",
       ])
     ).length,
+  killConnectionsNow: () => {
+    execFileSync('psql', ['-h', '127.0.0.1', '-p', String(node.port), '-U', 'postgres', '-d', 'postgres', '-Atqc', KILL_POOLED]);
+  },
   countInserts: async (table) => {
     await admin(
       node.port,

@@ -26,6 +26,12 @@ export interface SqlTarget {
   /** Kill every client connection of the test user (KILL / pg_terminate_backend); resolves with how many. */
   killConnections(): Promise<number>;
   /**
+   * The same as {@link killConnections}, but synchronous (a command-line client run with
+   * `execFileSync`): the event loop does not run meanwhile, so the driver has not yet read the
+   * server's goodbye on its idle pooled connections when the test's next call checks one out.
+   */
+  killConnectionsNow(): void;
+  /**
    * Count the INSERT statements on `table` from now on (a trigger; every attempt's lock-row
    * statement is one); resolves a reader of the count.
    */
@@ -59,6 +65,24 @@ export function sqlCases(t: SqlTarget): void {
       const next = await waiter;
       assert.ok(next.token > lock.token);
       await next.release();
+    });
+
+    test('pooled connections the server killed a moment ago: the next calls retry on fresh ones instead of failing', T, async () => {
+      const l = client();
+      // Several idle pooled connections: concurrent calls open them.
+      const warm = await Promise.all(Array.from({ length: 4 }, (_, i) => l.lock(id(`warm${i}`))));
+      await Promise.all(warm.map((w) => w.release()));
+      for (const call of ['tryLock', 'lock', 'inspect'] as const) {
+        t.killConnectionsNow();
+        const lockId = id(`killed-${call}`);
+        if (call === 'inspect') {
+          assert.equal((await l.inspect(lockId)).holders.length, 0);
+          continue;
+        }
+        const got = call === 'lock' ? await l.lock(lockId, { timeoutMs: 10_000 }) : await l.tryLock(lockId);
+        assert.ok(got, `${call} got the free lock`);
+        await got.release();
+      }
     });
 
     test('a crashed holder whose connections are gone still blocks until its lease ends', T, async () => {

@@ -169,6 +169,11 @@ export class MysqlEngine implements SqlEngine {
     return causeCode(err) === 'ER_NO_SUCH_TABLE';
   }
 
+  isConnectionLost(err: unknown): boolean {
+    // mysql2 marks the errors that end a connection as fatal.
+    return typeof err === 'object' && err !== null && (err as { fatal?: unknown }).fatal === true;
+  }
+
   async close(): Promise<void> {
     if (this.#options.ownsPool) await this.#pool.end();
   }

@@ -27,6 +27,8 @@ export interface PgEngineOptions {
 const NOW_US = `(extract(epoch FROM clock_timestamp()) * 1000000)::int8`;
 /** Lock wait timed out, deadlock, serialization failure. */
 const TRANSIENT = new Set(['55P03', '40P01', '40001']);
+/** The server ended the session (terminated, shut down, crashed) or the socket broke. */
+const LOST = new Set(['57P01', '57P02', '57P03', '08000', '08003', '08006', 'ECONNRESET', 'EPIPE']);
 
 /** How many statements `#begin` holds. */
 const BEGIN_STATEMENTS = 3;
@@ -173,6 +175,12 @@ export class PgEngine implements SqlEngine {
 
   isMissingTable(err: unknown): boolean {
     return causeCode(err) === '42P01';
+  }
+
+  isConnectionLost(err: unknown): boolean {
+    if (LOST.has(causeCode(err) ?? '')) return true;
+    // pg's own errors for a client whose connection already ended carry no code.
+    return err instanceof Error && /Connection terminated|not queryable/.test(err.message);
   }
 
   async close(): Promise<void> {

@@ -20,7 +20,7 @@ import {
 } from '../kit.js';
 import { decide, nextExpiryMs, US, view, type LockView } from './state.js';
 import { big, micros, parseState, Statements } from './statements.js';
-import type { HolderRow, LockRow, SqlEngine, SqlResult, SqlTicket, Stmt } from './types.js';
+import type { HolderRow, LockRow, SqlEngine, SqlResult, SqlTicket, SqlTx, Stmt } from './types.js';
 import { QueueKeepalive } from './keepalive.js';
 import { sharedWakeups, Wakeups } from './wakeups.js';
 
@@ -100,7 +100,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   async #attempt(req: AcquireRequest<SqlTicket>): Promise<AcquireResult<SqlTicket, undefined>> {
     const { lockId } = req;
     const lockStmts = this.#engine.lockRow(lockId);
-    const step = await this.#engine.transaction(async (tx) => {
+    const step = await this.#transaction(async (tx) => {
       const first = await tx.run([...lockStmts, this.#st.state(lockId)]);
       const row = this.#engine.parseLockRow(first.slice(0, lockStmts.length));
       const raw = parseState(first[lockStmts.length]);
@@ -204,7 +204,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   /** How many live waiters are ahead of `seq`, and whether its row is live; undefined when the read failed (then attempt). */
   async #position(lockId: string, seq: bigint): Promise<{ ahead: number; live: boolean } | undefined> {
     try {
-      const [r] = await this.#engine.transaction((tx) => tx.run([this.#st.position(lockId, seq)], true));
+      const [r] = await this.#transaction((tx) => tx.run([this.#st.position(lockId, seq)], true), true);
       const row = r?.rows[0];
       return { ahead: Number(row?.['ahead'] ?? 0), live: Number(row?.['mine'] ?? 0) > 0 };
     } catch {
@@ -278,8 +278,9 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
 
   async inspect(lockId: string): Promise<LockState> {
     try {
-      const [now, state, last] = await this.#engine.transaction((tx) =>
-        tx.run([this.#st.now(), this.#st.state(lockId), this.#st.lastToken(lockId)], true),
+      const [now, state, last] = await this.#transaction(
+        (tx) => tx.run([this.#st.now(), this.#st.state(lockId), this.#st.lastToken(lockId)], true),
+        true,
       );
       const nowUs = micros(now?.rows[0]?.['now_us']);
       const raw = parseState(state);
@@ -298,6 +299,35 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
       return { lockId, holders, waiters: v.queue.length, ...(lastToken > 0n ? { lastToken } : {}) };
     } catch (err) {
       throw this.#fail(`inspect of '${lockId}'`, err);
+    }
+  }
+
+  /**
+   * A transaction, run once more on another connection when its first round trip failed
+   * because the connection was already gone: a pooled connection the server dropped (a
+   * restart, a kill) whose goodbye the driver had not read yet when the pool handed it out.
+   * Only when nothing can have been committed: the first round trip carried no COMMIT, or the
+   * work only reads (`readOnly`). A lost COMMIT may have happened, and is never repeated.
+   */
+  async #transaction<T>(work: (tx: SqlTx) => Promise<T>, readOnly = false): Promise<T> {
+    let trips = 0;
+    let firstFailed = false;
+    let firstCommits = false;
+    const counted = (tx: SqlTx): SqlTx => ({
+      run: (stmts, commit) => {
+        trips += 1;
+        if (trips === 1) firstCommits = commit === true;
+        const sent = tx.run(stmts, commit);
+        if (trips === 1) sent.catch(() => (firstFailed = true));
+        return sent;
+      },
+    });
+    try {
+      return await this.#engine.transaction((tx) => work(counted(tx)));
+    } catch (err) {
+      const safe = trips === 1 && firstFailed && (readOnly || !firstCommits);
+      if (!safe || this.#closed || !this.#engine.isConnectionLost(err)) throw err;
+      return this.#engine.transaction(work);
     }
   }
 

@@ -77,6 +77,8 @@ export interface SqlEngine {
   isTransient(err: unknown): boolean;
   /** The lock tables do not exist (not migrated). */
   isMissingTable(err: unknown): boolean;
+  /** The connection was gone (killed, reset, the server restarted): the statements may not have reached it. */
+  isConnectionLost(err: unknown): boolean;
   close(): Promise<void>;
 }
 
