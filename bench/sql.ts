@@ -51,9 +51,17 @@ const pgAdvisory = (url: string): Contender =>
     const c = new pg.Client({ connectionString: url });
     c.on('error', () => undefined);
     await c.connect();
+    // The keys row has 64 acquisitions in flight on this one session. pg queues them itself,
+    // but warns that a query sent while another runs will be an error in pg 9: queue them here.
+    let tail: Promise<unknown> = Promise.resolve();
+    const serial = (sql: string, id: string): Promise<unknown> => {
+      const run = tail.then(() => c.query(sql, [id]));
+      tail = run.catch(() => undefined);
+      return run;
+    };
     return {
-      lock: (id) => c.query('SELECT pg_advisory_lock(hashtext($1))', [id]),
-      unlock: (id) => c.query('SELECT pg_advisory_unlock(hashtext($1))', [id]),
+      lock: (id) => serial('SELECT pg_advisory_lock(hashtext($1))', id),
+      unlock: (id) => serial('SELECT pg_advisory_unlock(hashtext($1))', id),
       end: () => c.end(),
     };
   });
