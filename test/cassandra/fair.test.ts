@@ -28,8 +28,7 @@ import { freePort, type RunningServer } from '../../scripts/servers/harness.js';
 import { startCassandra } from '../../scripts/servers/cassandra.js';
 import { request } from './request.js';
 import cassandra from 'cassandra-driver';
-import { guardControlRefresh } from '../../src/backends/cassandra/session.js';
-import { guardHosts } from '../../src/backends/cassandra/linger.js';
+import { guardControlRefresh, guardHosts } from '../../src/backends/cassandra/workarounds.js';
 import { startFaultProxy } from '../../src/testing.js';
 import { waitingOn } from '../helpers.js';
 
@@ -130,7 +129,7 @@ describe('cassandra: connection failures', () => {
       policies: { reconnection: new cassandra.policies.reconnection.ExponentialReconnectionPolicy(100, 1_000, false) },
     });
     assert.equal(guardControlRefresh(client), true, 'the driver has the refresh to guard');
-    // Outages orphan a host the driver's own shutdown misses (src/backends/cassandra/linger.ts):
+    // Outages orphan a host the driver's own shutdown misses (src/backends/cassandra/workarounds.ts):
     // without the backend's sweep this test's process would never exit.
     const afterShutdown = guardHosts(client);
     const unhandled: unknown[] = [];

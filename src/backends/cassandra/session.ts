@@ -8,7 +8,7 @@ import cassandra from 'cassandra-driver';
 import type { policies as DriverPolicies, types as DriverTypes } from 'cassandra-driver';
 import { BackendUnavailableError, raceAbort, sleep, unavailable, withDeadline } from '../kit.js';
 import type { CassandraSettings } from './config.js';
-import { guardHosts } from './linger.js';
+import { guardControlRefresh, guardHosts } from './workarounds.js';
 
 const { Client, types } = cassandra;
 type DriverClient = InstanceType<typeof Client>;
@@ -51,30 +51,6 @@ function retryable(err: unknown, idempotent: boolean): boolean {
  * leaves a lock's renewals failing long after the node is back).
  */
 const RECONNECTION = new cassandra.policies.reconnection.ExponentialReconnectionPolicy(500, 5_000, false);
-
-/**
- * cassandra-driver 4.x refreshes its control connection from a timer and drops the promise.
- * After a node restart two refreshes can run at once; one nulls the connection the other is
- * using, whose TypeError then surfaces as an unhandled rejection: a process run with Node's
- * defaults dies of it (NODEJS-681, apache/cassandra-nodejs-driver#462, open). The refresh
- * that nulled it goes on reconnecting, so the loser's error is dropped here. Returns false
- * when the driver has no such method (nothing to guard). See docs/guarantees.md, "Figures".
- */
-export function guardControlRefresh(client: object): boolean {
-  const control: unknown = Reflect.get(client, 'controlConnection');
-  if (typeof control !== 'object' || control === null) return false;
-  const refresh: unknown = Reflect.get(control, '_refresh');
-  if (typeof refresh !== 'function') return false;
-  const guarded = async (...args: unknown[]): Promise<void> => {
-    try {
-      const refreshed: unknown = Reflect.apply(refresh, control, args);
-      await refreshed;
-    } catch {
-      // Lost a race with a concurrent refresh, which carries on (see above).
-    }
-  };
-  return Reflect.set(control, '_refresh', guarded);
-}
 
 const CONSISTENCY: Record<CassandraSettings['consistency'], number> = {
   quorum: types.consistencies.quorum,
