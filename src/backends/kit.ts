@@ -28,6 +28,7 @@ export { MAX_LOCK_ID_BYTES } from '../backend.js';
 export { BackendUnavailableError, InvalidArgumentError, LockLostError, QuorumError, type NodeResult } from '../errors.js';
 /** How long before its deadline the core aborts a holder's signal: a backend that signals loss itself keeps the same margin. */
 export { lossGuardMs } from '../validity.js';
+export { HoldTable, type HoldTableOptions, type TrackedHold } from './hold-table.js';
 
 /** Every capability of the seam: what the memory reference backend and Redis have. */
 export const EVERY_CAPABILITY: Capabilities = Object.freeze({

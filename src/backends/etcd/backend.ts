@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
   BackendUnavailableError,
+  exclusiveKind,
   InvalidArgumentError,
   LockLostError,
   withDeadline,
@@ -170,7 +171,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     const t: EtcdTicket = {
       session,
       lockId: req.lockId,
-      exclusive: req.kind === 'mutex' || req.kind === 'write',
+      exclusive: exclusiveKind(req.kind),
       prefix,
       key: '',
       value: encodeValue({ kind: req.kind, owner: req.ownerId, nonce, permits: req.kind === 'semaphore' ? req.permits : 1 }),

@@ -7,6 +7,7 @@
  */
 import {
   BackendUnavailableError,
+  exclusiveKind,
   LockLostError,
   raceAbort,
   unavailable,
@@ -170,7 +171,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     if (old !== undefined && old !== seq) this.#keepalive.delete(req.lockId, old);
     this.#keepalive.add(req.lockId, seq);
     const at = v.queue.findIndex((w) => w.seq === seq);
-    const exclusive = req.kind === 'mutex' || req.kind === 'write';
+    const exclusive = exclusiveKind(req.kind);
     return { seq, retryMs: nextExpiryMs(v), ahead: at >= 0 ? at : v.queue.length, exclusive };
   }
 
