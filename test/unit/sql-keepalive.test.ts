@@ -74,4 +74,8 @@ test('a slow tick is not overlapped, a failing one is not fatal, and close() sto
   const after = calls;
   await sleep(60);
   assert.ok(calls <= after + 1, 'no new tick after close()');
+  k.add('a', 2n);
+  assert.equal(k.size, 0, 'a row added after close() is ignored');
+  await sleep(30);
+  assert.ok(calls <= after + 1, 'and starts no timer');
 });

@@ -73,7 +73,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     this.#wakeups = shared?.wakeups ?? new Wakeups();
     this.#releaseWakeups = shared?.release ?? (() => undefined);
     this.#pollMs = options.pollMs;
-    // A waiter re-attempts at least every third of this (see waitForChange); one that stops is dropped after it.
+    // The keepalive refreshes a queued waiter's row every third of this; a waiter whose process stops is dropped after it.
     this.#waiterTtlMs = Math.max(5_000, 4 * options.pollMs);
     this.#secrets = options.secrets ?? [];
     const waiterTtlMs = this.#waiterTtlMs;

@@ -23,6 +23,7 @@ export class QueueKeepalive {
   readonly #everyMs: number;
   #timer: NodeJS.Timeout | undefined;
   #busy = false;
+  #closed = false;
 
   /** `run` executes the statements in one transaction; a failure waits for the next tick. */
   constructor(run: (stmts: Stmt[]) => Promise<unknown>, refresh: RefreshStatement, everyMs: number) {
@@ -39,6 +40,8 @@ export class QueueKeepalive {
   }
 
   add(lockId: string, seq: bigint): void {
+    // An attempt that was in flight when its backend closed must not start the timer again.
+    if (this.#closed) return;
     let set = this.#rows.get(lockId);
     if (!set) {
       set = new Set();
@@ -60,8 +63,9 @@ export class QueueKeepalive {
     if (this.#rows.size === 0) this.#stop();
   }
 
-  /** Forget every row and stop. */
+  /** Forget every row and stop, for good. */
   close(): void {
+    this.#closed = true;
     this.#rows.clear();
     this.#stop();
   }
