@@ -14,9 +14,12 @@ import { useServer, waitingOn } from '../helpers.js';
 import { sqlCases } from '../sql/cases.js';
 
 const server = await useServer(() => startPostgres());
-/** Every connection of the test user but the LISTEN ones (a killed LISTEN connection is another test's subject). */
+/**
+ * Every connection of the test user but the LISTEN ones (a killed LISTEN connection is another
+ * test's subject), waiting up to 5 s for each to end: every goodbye is then already sent.
+ */
 const KILL_POOLED =
-  "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'locksmith' AND pid <> pg_backend_pid() AND query NOT LIKE 'LISTEN %'";
+  "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = 'locksmith' AND pid <> pg_backend_pid() AND query NOT LIKE 'LISTEN %'";
 const node = server.nodes[0]!;
 
 sqlCases({

@@ -70,7 +70,7 @@ export function sqlCases(t: SqlTarget): void {
     test('pooled connections the server killed a moment ago: the next calls retry on fresh ones instead of failing', T, async () => {
       const l = client();
       // Several idle pooled connections: concurrent calls open them.
-      const warm = await Promise.all(Array.from({ length: 4 }, (_, i) => l.lock(id(`warm${i}`))));
+      const warm = await Promise.all(Array.from({ length: 8 }, (_, i) => l.lock(id(`warm${i}`))));
       await Promise.all(warm.map((w) => w.release()));
       for (const call of ['tryLock', 'lock', 'inspect'] as const) {
         t.killConnectionsNow();

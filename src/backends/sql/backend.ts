@@ -45,6 +45,8 @@ const UNQUEUED_RETRY_MS = 20;
 const NEVER = (): boolean => false;
 /** A transient conflict in release is retried this many times. */
 const RELEASE_TRIES = 3;
+/** Attempts of a transaction that met connections the server had dropped (see #transaction). */
+const LOST_CONNECTION_TRIES = 5;
 
 /** What every SQL backend can do. */
 export function sqlCapabilities(notify: boolean): Capabilities {
@@ -304,31 +306,35 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   }
 
   /**
-   * A transaction, run once more on another connection when its first round trip failed
-   * because the connection was already gone: a pooled connection the server dropped (a
-   * restart, a kill) whose goodbye the driver had not read yet when the pool handed it out.
-   * Only when nothing can have been committed: the first round trip carried no COMMIT, or the
-   * work only reads (`readOnly`). A lost COMMIT may have happened, and is never repeated.
+   * A transaction, run again on another connection when its first round trip failed because
+   * the connection was already gone: a pooled connection the server dropped (a restart, a
+   * kill) whose goodbye the driver had not read yet when the pool handed it out. Only when
+   * nothing can have been committed: the first round trip carried no COMMIT, or the work only
+   * reads (`readOnly`). A lost COMMIT may have happened, and is never repeated.
    */
   async #transaction<T>(work: (tx: SqlTx) => Promise<T>, readOnly = false): Promise<T> {
-    let trips = 0;
-    let firstFailed = false;
-    let firstCommits = false;
-    const counted = (tx: SqlTx): SqlTx => ({
-      run: (stmts, commit) => {
-        trips += 1;
-        if (trips === 1) firstCommits = commit === true;
-        const sent = tx.run(stmts, commit);
-        if (trips === 1) sent.catch(() => (firstFailed = true));
-        return sent;
-      },
-    });
-    try {
-      return await this.#engine.transaction((tx) => work(counted(tx)));
-    } catch (err) {
-      const safe = trips === 1 && firstFailed && (readOnly || !firstCommits);
-      if (!safe || this.#closed || !this.#engine.isConnectionLost(err)) throw err;
-      return this.#engine.transaction(work);
+    for (let attempt = 1; ; attempt++) {
+      let trips = 0;
+      let firstFailed = false;
+      let firstCommits = false;
+      const counted = (tx: SqlTx): SqlTx => ({
+        run: (stmts, commit) => {
+          trips += 1;
+          if (trips === 1) firstCommits = commit === true;
+          const sent = tx.run(stmts, commit);
+          if (trips === 1) sent.catch(() => (firstFailed = true));
+          return sent;
+        },
+      });
+      try {
+        return await this.#engine.transaction((tx) => work(counted(tx)));
+      } catch (err) {
+        const safe = trips === 1 && firstFailed && (readOnly || !firstCommits);
+        if (!safe || attempt >= LOST_CONNECTION_TRIES || this.#closed || !this.#engine.isConnectionLost(err)) throw err;
+      }
+      // The pool's other dropped connections have their goodbye waiting in this same poll
+      // phase: let the driver read it (and the pool evict them) before taking another one.
+      await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
 
