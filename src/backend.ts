@@ -27,6 +27,10 @@
  * 4. `release(grant)` is idempotent and resolves `false` when the grant was no longer held
  *    (never an error for an expired lease); it never disturbs a later holder.
  *
+ * A grant may arrive with a `confirmation` still in flight (see {@link Grant.confirmation}):
+ * the core holds at once on what the grant vouches for and extends the lease when the
+ * confirmation lands, as it would after a renewal.
+ *
  * Time: the core reads its monotonic clock just before calling `tryAcquire` / `extend` and
  * computes validity as `sentAt + grant.ttlMs − drift`. A backend that loses time inside one
  * attempt (Redlock: the elapsed time over N nodes) returns the shorter `ttlMs` it can vouch
@@ -112,6 +116,16 @@ export interface Grant<Data = unknown> {
   readonly reentered: boolean;
   /** Backend-private data the backend needs to extend/release (node path, random value…). */
   readonly data: Data;
+  /**
+   * Set when the backend granted on a notification before the server confirmed the full
+   * lease (a fair hand-off whose wake-up message carried the grant: the waiter holds on
+   * receipt, docs/backends/redis.md). `ttlMs` then covers only what the hand-off itself
+   * vouches for. The promise resolves with the full lease, measured from when the core sent
+   * the request, once the server confirmed it; it rejects with `LockLostError` when the
+   * hand-off was gone, with another error when the backend could not tell. The core treats
+   * it as a renewal already in flight. A backend attaches its own rejection handler.
+   */
+  readonly confirmation?: Promise<Extension>;
 }
 
 /** An attempt that did not get the lock. */

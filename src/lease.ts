@@ -9,7 +9,7 @@
  * could have been granted the lock.
  */
 import { performance } from 'node:perf_hooks';
-import type { Backend, Grant } from './backend.js';
+import type { Backend, Extension, Grant } from './backend.js';
 import { BackendUnavailableError, LockLostError, LockNotHeldError, LocksmithError, type LossReason } from './errors.js';
 import { lossGuardMs, validityDeadline } from './validity.js';
 
@@ -46,6 +46,8 @@ export class Lease {
   #state: LeaseState = 'held';
   #validUntil: number;
   #lastSentAt: number;
+  /** The lease length the backend last vouched for (the grant's, then each renewal's). */
+  #ttlMs: number;
   #refs = 1;
   /**
    * One timer per lease, armed for the next thing due: the renewal, or (while a renewal is
@@ -63,13 +65,26 @@ export class Lease {
     this.#settings = settings;
     this.#hooks = hooks;
     this.#lastSentAt = sentAt;
+    this.#ttlMs = grant.ttlMs;
     this.#validUntil = validityDeadline(sentAt, grant.ttlMs, settings.driftFactor);
   }
 
-  /** Arm the timer. Separate from the constructor so the locker can first check validity. */
+  /**
+   * Arm the timer. Separate from the constructor so the locker can first check validity. A
+   * grant still awaiting its confirmation holds on what it vouches for now; the confirmation
+   * is applied like a renewal sent with the acquisition (a failed one leaves the renewal or
+   * the deadline to decide).
+   */
   start(): void {
     this.#renewAt = this.#settings.autoExtend ? this.#lastSentAt + this.#renewEveryMs() : Number.POSITIVE_INFINITY;
     this.#schedule();
+    const confirmation = this.grant.confirmation;
+    if (confirmation) this.#serialised(() => confirmation, this.#lastSentAt).catch(() => undefined);
+  }
+
+  /** The ttl the acquisition asked for (what `extend()` renews by default). */
+  get requestedTtlMs(): number {
+    return this.#settings.ttlMs;
   }
 
   get signal(): AbortSignal {
@@ -99,11 +114,11 @@ export class Lease {
   }
 
   #abortAt(): number {
-    return this.#validUntil - lossGuardMs(this.grant.ttlMs);
+    return this.#validUntil - lossGuardMs(this.#ttlMs);
   }
 
   #renewEveryMs(): number {
-    return Math.max(1, Math.min(this.#settings.ttlMs, this.grant.ttlMs) / 3);
+    return Math.max(1, Math.min(this.#settings.ttlMs, this.#ttlMs) / 3);
   }
 
   #schedule(): void {
@@ -144,16 +159,25 @@ export class Lease {
 
   /** One renewal; serialised so renewals never overlap. */
   #renew(ttlMs: number): Promise<void> {
+    return this.#serialised(() => this.#backend.extend(this.grant, ttlMs));
+  }
+
+  /**
+   * Run `op` (an extension, or the grant's confirmation, whose request went out at `sentAt`)
+   * after any in flight, and apply what it vouches for.
+   */
+  #serialised(op: () => Promise<Extension>, confirmationSentAt?: number): Promise<void> {
     const run = async (): Promise<void> => {
-      const sentAt = now();
+      const sentAt = confirmationSentAt ?? now();
       try {
-        const ext = await this.#backend.extend(this.grant, ttlMs);
+        const ext = await op();
         if (this.#state !== 'held') return;
         this.#lastSentAt = sentAt;
+        this.#ttlMs = ext.ttlMs;
         this.#validUntil = validityDeadline(sentAt, ext.ttlMs, this.#settings.driftFactor);
         if (this.#settings.autoExtend) this.#renewAt = sentAt + this.#renewEveryMs();
         this.#schedule();
-        this.#hooks.onExtended(this);
+        if (confirmationSentAt === undefined) this.#hooks.onExtended(this);
       } catch (err) {
         if (err instanceof LockLostError) {
           this.lose(err.reason, err);

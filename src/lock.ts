@@ -101,7 +101,7 @@ export class Lock implements AsyncDisposable {
    */
   async extend(ttlMs?: number): Promise<void> {
     if (this.#released) throw new LockNotHeldError(this.lockId, `lock '${this.lockId}' was released by this handle`);
-    const ttl = ttlMs === undefined ? this.#lease.grant.ttlMs : validateDuration(ttlMs, 'ttlMs');
+    const ttl = ttlMs === undefined ? this.#lease.requestedTtlMs : validateDuration(ttlMs, 'ttlMs');
     await this.#lease.extend(ttl);
   }
 

@@ -8,6 +8,10 @@ import { after, before, describe, test } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import type { AcquireRequest, Backend, Grant } from '../../src/backend.js';
 import { createBackend } from '../../src/backends/redis/index.js';
+import type { RedisTicket } from '../../src/backends/redis/backend.js';
+import { LockLostError } from '../../src/errors.js';
+import { CLAIM_MS } from '../../src/backends/redis/prelude.js';
+import { lockKeys } from '../../src/backends/redis/keys.js';
 import { startRedis } from '../../scripts/servers/redis.js';
 import type { RunningServer } from '../../scripts/servers/harness.js';
 import { Redis } from 'ioredis';
@@ -62,7 +66,7 @@ after(async () => {
 });
 
 describe('redis: fair hand-off', () => {
-  test('the head waiter is woken and claims the hand-off with one round trip, for its full ttl', T, async () => {
+  test('the head waiter holds on receipt of the hand-off message and claims its full ttl in the background', T, async () => {
     const lockId = `handoff:${randomBytes(6).toString('hex')}`;
     const a = await backend();
     const b = await backend();
@@ -79,10 +83,13 @@ describe('redis: fair hand-off', () => {
     assert.equal(await a.tryAcquire(request(lockId, { wait: false, fair: false })).then((r) => r.granted), false);
     const scriptsBefore = await evalshaCalls();
     const got = await grantOf(b, { ...reqB, ticket });
-    assert.equal((await evalshaCalls()) - scriptsBefore, 1, 'claiming the hand-off took one script');
     assert.equal(got.reentered, false);
     assert.ok(got.token > held.token);
-    assert.equal(got.ttlMs, reqB.ttlMs);
+    // Held on receipt: it vouches for what is left of the claim window, and confirms the rest.
+    assert.ok(got.confirmation, 'granted from the message, with the claim in flight');
+    assert.ok(got.ttlMs <= CLAIM_MS && got.ttlMs >= CLAIM_MS / 2, `vouched ${got.ttlMs} ms of the claim window`);
+    assert.deepEqual(await got.confirmation, { ttlMs: reqB.ttlMs });
+    assert.equal((await evalshaCalls()) - scriptsBefore, 1, 'claiming the hand-off took one script');
     const state = await a.inspect(lockId);
     assert.equal(state.holders.length, 1);
     assert.equal(state.holders[0]?.ownerId, reqB.ownerId);
@@ -90,6 +97,46 @@ describe('redis: fair hand-off', () => {
     assert.ok((state.holders[0]?.expiresInMs ?? 0) > 5_000, 'the claim moved the expiry to the full ttl');
     assert.equal(await b.release(got), true);
     assert.equal((await a.inspect(lockId)).holders.length, 0);
+  });
+
+  test('a claim of a hand-off that is gone fails, and the grant held on receipt is then lost', T, async () => {
+    const lockId = `handoff-gone:${randomBytes(6).toString('hex')}`;
+    const a = await backend();
+    const b = await backend();
+    const held = await grantOf(a, request(lockId));
+    const reqB = request(lockId);
+    let ticket = await ticketOf(b, reqB);
+    await b.waitForChange(lockId, ticket, new AbortController().signal);
+    ticket = await ticketOf(b, { ...reqB, ticket });
+    const woken = b.waitForChange(lockId, ticket, new AbortController().signal);
+    assert.equal(await a.release(held), true);
+    await woken;
+    // The handed hold disappears before b's claim lands (a flushed server, a forced unlock).
+    const [h, x] = lockKeys('locksmith:', lockId);
+    assert.equal(await admin.del(h, x), 2);
+    const got = await grantOf(b, { ...reqB, ticket });
+    await assert.rejects(got.confirmation ?? Promise.resolve(), (e: unknown) => e instanceof LockLostError && e.reason === 'not-held');
+    assert.equal(await b.release(got), false);
+  });
+
+  test('a hand-off message whose window had ended before the last attempt was answered grants nothing', T, async () => {
+    const lockId = `handoff-stale:${randomBytes(6).toString('hex')}`;
+    const a = await backend();
+    const b = await backend();
+    const held = await grantOf(a, request(lockId));
+    const reqB = request(lockId);
+    let ticket = (await ticketOf(b, reqB)) as RedisTicket;
+    await b.waitForChange(lockId, ticket, new AbortController().signal);
+    ticket = (await ticketOf(b, { ...reqB, ticket })) as RedisTicket;
+    const woken = b.waitForChange(lockId, ticket, new AbortController().signal);
+    // A message that was late (a slow subscriber): its window ended 1 ms before the server
+    // answered b's last attempt, so whatever it handed over may be someone else's by now.
+    const clientId = ticket.waiterId.split('.')[0] ?? '';
+    await admin.publish(`locksmith:w:${clientId}`, `${ticket.waiterId}|${held.token}|${ticket.serverMs - 1}`);
+    await woken;
+    const r = await b.tryAcquire({ ...reqB, ticket });
+    assert.equal(r.granted, false, 'a stale hand-off message must not grant while a holds the lock');
+    assert.equal(await a.release(held), true);
   });
 
   test('a head that never claims its hand-off is skipped within the claim window, not its ttl (issue 9, item 3)', T, async () => {

@@ -20,6 +20,11 @@ export class FaultyBackend implements Backend<MemoryTicket, undefined> {
   concurrentExtends = 0;
   maxConcurrentExtends = 0;
   readonly log: string[] = [];
+  /**
+   * While set, grants vouch for `shortTtlMs` only and carry a confirmation that `settle`
+   * decides (a backend holding on receipt of a hand-off, e.g. Redis's fair hand-off).
+   */
+  confirm: { readonly shortTtlMs: number; readonly settle: (ttlMs: number) => Promise<Extension> } | undefined;
 
   constructor(table: string) {
     this.inner = new MemoryBackend(table);
@@ -30,7 +35,11 @@ export class FaultyBackend implements Backend<MemoryTicket, undefined> {
   async tryAcquire(req: AcquireRequest<MemoryTicket>): Promise<AcquireResult<MemoryTicket, undefined>> {
     if (this.acquireDelayMs) await sleep(this.acquireDelayMs);
     if (this.acquireError) throw this.acquireError;
-    return this.inner.tryAcquire(req);
+    const r = await this.inner.tryAcquire(req);
+    if (!r.granted || !this.confirm) return r;
+    const confirmation = this.confirm.settle(req.ttlMs).finally(() => this.log.push('confirmed'));
+    confirmation.catch(() => undefined);
+    return { granted: true, grant: { ...r.grant, ttlMs: this.confirm.shortTtlMs, confirmation } };
   }
   waitForChange(lockId: string, ticket: MemoryTicket | undefined, signal: AbortSignal): Promise<void> {
     return this.inner.waitForChange(lockId, ticket, signal);

@@ -92,3 +92,68 @@ test('a process paused past validity does not renew as if nothing happened', asy
   assert.equal(reason.reason, 'expired');
   await locker.close();
 });
+
+test('a grant held on receipt: the lease starts on what it vouches for and takes the full ttl from its confirmation', async () => {
+  const backend = new FaultyBackend(table());
+  let confirm: (() => void) | undefined;
+  backend.confirm = {
+    shortTtlMs: 300,
+    settle: (ttlMs) => new Promise((resolve) => (confirm = () => resolve({ ttlMs }))),
+  };
+  const locker = createLocker(backend, { ttlMs: 60_000 });
+  const extended: number[] = [];
+  locker.on('extended', (e) => extended.push(e.validUntil));
+  const lock = await locker.lock('held-on-receipt');
+  assert.ok(lock.remainingMs() <= 300, 'held on what the hand-off vouches for, not the ttl');
+  assert.ok(confirm, 'the confirmation is pending');
+  confirm();
+  await sleep(20);
+  assert.ok(lock.remainingMs() > 50_000, 'the confirmation moved the deadline to the full ttl');
+  await sleep(400);
+  assert.equal(backend.extendCalls, 0, 'renewals follow the full ttl, not the short one');
+  assert.ok(lock.held);
+  assert.deepEqual(extended, [], 'a confirmation is not an extension event');
+  await lock.release();
+  await locker.close();
+});
+
+test('a confirmation that finds the hand-off gone ends the lease at once (not-held)', async () => {
+  const backend = new FaultyBackend(table());
+  backend.confirm = {
+    shortTtlMs: 2_000,
+    settle: async () => {
+      await sleep(20);
+      throw new LockLostError('gone', 'not-held');
+    },
+  };
+  const locker = createLocker(backend, { ttlMs: 60_000 });
+  const lock = await locker.lock('gone');
+  const reason = await lostReason(lock);
+  assert.ok(reason instanceof LockLostError);
+  assert.equal(reason.reason, 'not-held');
+  await locker.close();
+});
+
+test('a confirmation that could not be sent leaves the lease to its renewals', async () => {
+  const backend = new FaultyBackend(table());
+  backend.confirm = { shortTtlMs: 300, settle: () => Promise.reject(new Error('connection reset')) };
+  const locker = createLocker(backend, { ttlMs: 60_000 });
+  const lock = await locker.lock('unconfirmed');
+  backend.confirm = undefined;
+  await sleep(500);
+  assert.ok(backend.extendCalls >= 1, 'renewed on the short lease');
+  assert.ok(lock.held, 'and still held past the short lease');
+  assert.ok(lock.remainingMs() > 50_000);
+  await lock.release();
+  await locker.close();
+});
+
+test('a release waits for the confirmation in flight', async () => {
+  const backend = new FaultyBackend(table());
+  backend.confirm = { shortTtlMs: 2_000, settle: (ttlMs) => sleep(100).then(() => ({ ttlMs })) };
+  const locker = createLocker(backend, { ttlMs: 60_000 });
+  const lock = await locker.lock('ordered');
+  await lock.release();
+  assert.deepEqual(backend.log.slice(-2), ['confirmed', 'release']);
+  await locker.close();
+});

@@ -4,6 +4,7 @@
  * waiters are woken through the client's pub/sub inbox (inbox.ts). See docs/backends/redis.md.
  */
 import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import {
   BackendUnavailableError,
   EVERY_CAPABILITY,
@@ -21,7 +22,8 @@ import {
 import { closeClient, RedisCommands, type RedisCommandClient } from './commands.js';
 import { Inbox, type InboxMark, type RedisSubscriberClient } from './inbox.js';
 import { keyBase, lockKeys } from './keys.js';
-import { ACQUIRE, CANCEL, EXTEND, INSPECT, RELEASE } from './scripts.js';
+import { CLAIM_MS } from './prelude.js';
+import { ACQUIRE, CANCEL, CLAIM, EXTEND, INSPECT, RELEASE } from './scripts.js';
 
 /**
  * A user's own client. The backend never closes it (unless `ownsClient` is set) and talks
@@ -61,6 +63,9 @@ export interface RedisTicket {
   /** Longest wait without a message: the waiter refreshes its queue entry at least this often. */
   readonly capMs: number;
   readonly mark: InboxMark;
+  /** Local monotonic time the attempt was sent, and the server time (ms) it was answered at. */
+  readonly sentAt: number;
+  readonly serverMs: number;
 }
 
 /** What the backend keeps in `Grant.data`: the hash field of the hold. */
@@ -140,11 +145,14 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
 
   async tryAcquire(req: AcquireRequest<RedisTicket>): Promise<AcquireResult<RedisTicket, RedisGrantData>> {
     this.#assertOpen();
+    const handed = req.ticket && this.#holdOnReceipt(req, req.ticket);
+    if (handed) return { granted: true, grant: handed };
     const waiterId = this.#waiterId(req);
     // Note what the inbox delivered BEFORE the attempt is sent: a wake-up after this point is
     // seen by waitForChange, so a release between the attempt and the wait is not lost.
     const mark = this.#inbox.mark(waiterId);
     const capMs = Math.max(10, Math.floor(Math.min(req.ttlMs, MAX_WAITER_PERIOD_MS) / 3));
+    const sentAt = performance.now();
     let reply: unknown;
     try {
       reply = await this.#commands.eval(ACQUIRE, lockKeys(this.#prefix, req.lockId), [
@@ -178,7 +186,40 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       return { granted: true, grant };
     }
     if (!req.wait) return { granted: false, contended: { ticket: undefined } };
-    return { granted: false, contended: { ticket: { waiterId, hintMs: Number(a), capMs, mark } } };
+    return { granted: false, contended: { ticket: { waiterId, hintMs: Number(a), capMs, mark, sentAt, serverMs: Number(b) } } };
+  }
+
+  /**
+   * A release handed this waiter the lock and its message said so: hold on receipt, for what
+   * the hand-off vouches for, and claim the full lease in the background (the grant's
+   * `confirmation`). The last attempt, sent at `ticket.sentAt` and answered at server time
+   * `ticket.serverMs`, found no hand-off to claim, so the hold runs at least
+   * `expiresAt − serverMs` past that send. With less than half the window left, claim with a
+   * round trip instead (the attempt's own claim path).
+   */
+  #holdOnReceipt(req: AcquireRequest<RedisTicket>, ticket: RedisTicket): Grant<RedisGrantData> | undefined {
+    const handOff = this.#inbox.handedSince(ticket.waiterId, ticket.mark);
+    if (!handOff || (req.kind !== 'mutex' && req.kind !== 'write')) return undefined;
+    const ttlMs = Math.floor(ticket.sentAt + (handOff.expiresAt - ticket.serverMs) - performance.now());
+    if (!(ttlMs >= Math.min(req.ttlMs, CLAIM_MS) / 2)) return undefined;
+    this.#inbox.forget(ticket.waiterId);
+    const field = req.ownerId;
+    const confirmation = this.#commands
+      .eval(CLAIM, lockKeys(this.#prefix, req.lockId).slice(0, 3), [
+        field,
+        KIND_LETTER[req.kind],
+        handOff.token,
+        ticket.waiterId,
+        req.ttlMs,
+        req.lockDelayMs,
+      ])
+      .then((ok): Extension => {
+        if (ok !== 1) throw new LockLostError(req.lockId, 'not-held', { context: { backend: this.name } });
+        return { ttlMs: req.ttlMs };
+      });
+    confirmation.catch(() => undefined);
+    const token = BigInt(handOff.token);
+    return { lockId: req.lockId, kind: req.kind, ownerId: req.ownerId, token, ttlMs, reentered: false, data: { field }, confirmation };
   }
 
   /**

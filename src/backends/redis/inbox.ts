@@ -2,7 +2,8 @@
  * The wake-up inbox of one Redis client: one pub/sub channel (`<prefix>w:<client id>`) on a
  * second connection, and the local waiters it wakes. A state change that lets the queue head
  * go publishes the head's waiter id to the head's client only, so one release wakes one
- * waiter in one process. The subscriber is pinged while anyone waits; a silent or
+ * waiter in one process. A fair hand-off's message also carries the grant (token and the
+ * server time its claim window ends), so the waiter can hold on receipt. The subscriber is pinged while anyone waits; a silent or
  * reconnected subscriber wakes every waiter for a re-check (a lost message costs at most a
  * health-check period). See docs/backends/redis.md, "Waiting".
  */
@@ -28,6 +29,16 @@ export interface InboxMark {
   readonly seen: number;
 }
 
+/** A hand-off a release made to one of this client's waiters, as its message carried it. */
+export interface HandOff {
+  /** The fencing token of the handed hold. */
+  readonly token: string;
+  /** Server time (ms) at which the handed hold runs out unless claimed. */
+  readonly expiresAt: number;
+  /** The message count when it arrived (compared with an {@link InboxMark}). */
+  readonly seen: number;
+}
+
 /** One waiter inside {@link Inbox.wait}. */
 interface Sleeper {
   readonly waiterId: string | undefined;
@@ -48,6 +59,8 @@ export class Inbox {
   #received = 0;
   /** Per local waiter, the message count at its last wake-up. */
   readonly #wokenAt = new Map<string, number>();
+  /** Per local waiter, the latest hand-off its messages carried. */
+  readonly #handed = new Map<string, HandOff>();
   /** Waiter ids of acquisitions in this client that may still wait (their wake-ups are kept). */
   readonly #localIds = new Set<string>();
   readonly #sleepers = new Set<Sleeper>();
@@ -77,6 +90,13 @@ export class Inbox {
     if (waiterId === '') return;
     this.#localIds.delete(waiterId);
     this.#wokenAt.delete(waiterId);
+    this.#handed.delete(waiterId);
+  }
+
+  /** The hand-off made to `waiterId` whose message arrived after `mark`, if any. */
+  handedSince(waiterId: string, mark: InboxMark): HandOff | undefined {
+    const h = this.#handed.get(waiterId);
+    return h && h.seen > mark.seen ? h : undefined;
   }
 
   /**
@@ -118,6 +138,7 @@ export class Inbox {
     for (const s of [...this.#sleepers]) s.wake();
     this.#localIds.clear();
     this.#wokenAt.clear();
+    this.#handed.clear();
     const sub = this.#subscriber;
     this.#subscriber = undefined;
     sub?.disconnect(false);
@@ -169,11 +190,18 @@ export class Inbox {
     return this.#subscribing;
   }
 
-  /** A message is the id of the waiter that should re-check now. */
-  #onMessage(waiterId: string): void {
+  /**
+   * A message is the id of the waiter that should re-check now, followed for a hand-off by
+   * `|token|expiresAt` (scripts.ts, `after_release`).
+   */
+  #onMessage(message: string): void {
     this.#received += 1;
+    const [waiterId = '', token, expiresAt] = message.split('|');
     if (!this.#localIds.has(waiterId)) return;
     this.#wokenAt.set(waiterId, this.#received);
+    if (token !== undefined && expiresAt !== undefined && /^\d+$/.test(token)) {
+      this.#handed.set(waiterId, { token, expiresAt: Number(expiresAt), seen: this.#received });
+    }
     for (const s of [...this.#sleepers]) if (s.waiterId === waiterId) s.wake();
   }
 

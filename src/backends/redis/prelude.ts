@@ -22,6 +22,9 @@ export function script(name: string, body: string, head = ''): LuaScript {
   return { name, source, sha: createHash('sha1').update(source).digest('hex') };
 }
 
+/** How long a fair hand-off waits for its head to claim it (at most the head's ttl). */
+export const CLAIM_MS = 2_000;
+
 export const PRELUDE = `
 local function fmt(n) return string.format('%.0f', n) end
 local function clock()
@@ -104,11 +107,12 @@ local function drop(h, x, t, field)
   end
 end
 -- After a hold ended: hand the lock to a fair exclusive head waiter when nobody else holds,
--- else wake the head. A hand-off is a hold the head must claim (its next attempt) within
--- CLAIM_MS, with no lockDelay until then: a head that vanished is skipped within that bound,
--- not a whole ttl. The next in line is woken too, so it learns that deadline.
+-- else wake the head. A hand-off is a hold the head must claim (CLAIM, or its next attempt)
+-- within CLAIM_MS, with no lockDelay until then: a head that vanished is skipped within that
+-- bound, not a whole ttl. Its message carries the token and the end of that window, so the
+-- head may hold on receipt. The next in line is woken too, so it learns that deadline.
 -- Call it only when the queue key exists. Returns true when it messaged a waiter.
-local CLAIM_MS = 2000
+local CLAIM_MS = ${CLAIM_MS}
 local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
   purge_queue(q, qx, qw, now)
   local nxt = head(q)
@@ -128,7 +132,7 @@ local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
       redis.call('PEXPIREAT', x, fmt(at + 1000))
       -- No touch_queue: removing an entry never moves the latest expiry of the rest later.
       dequeue(q, qx, qw, nxt)
-      notify(inbox, nxt, nxt)
+      notify(inbox, nxt, nxt .. '|' .. tok .. '|' .. fmt(at))
       local second = head(q)
       if second then notify(inbox, second, second) end
       return true

@@ -30,8 +30,9 @@
  * publishes the head's id to the head's client only: one release wakes one waiter in one
  * process, never the queue (no herd, not even a fan-out of messages). When the head is a
  * fair mutex/write waiter and the lock is free, the release grants it on the spot, as a
- * hand-off the head claims with its next attempt (one round trip) within a short claim
- * window; a head that vanished is skipped when the window ends, not after a whole ttl.
+ * hand-off within a short claim window; the message carries the grant, so the head holds on
+ * receipt and claims it in the background (CLAIM, one round trip off the critical path). A
+ * head that vanished is skipped when the window ends, not after a whole ttl.
  *
  * Numbers are passed to `redis.call` through `string.format('%.0f')`: Lua 5.1 would print
  * a µs timestamp as `1.7e+15`.
@@ -217,6 +218,32 @@ return 1
 );
 
 /**
+ * Claim a hand-off already held on receipt of its message: the lease starts now, for the
+ * claimer's ttl and lockDelay. Never queues or grants anything else.
+ * KEYS: h x t. ARGV: field, kind letter, token, waiterId, ttlMs, lockDelayMs.
+ * Returns 1, or 0 when the hand-off is gone (its window ended, or it was given back).
+ */
+export const CLAIM = script(
+  'claim',
+  `
+local h, x, t = KEYS[1], KEYS[2], KEYS[3]
+local field, kind, token, wid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local ttl, delay = tonumber(ARGV[5]), tonumber(ARGV[6])
+local now = clock()
+local v = redis.call('HGET', h, field)
+if not v then return 0 end
+local hk, count, tok, exp, dl, hw = parse(v)
+if hk ~= kind or tok ~= token or hw ~= wid or exp <= now then return 0 end
+-- Never shorten: the same owner may have re-entered it from elsewhere meanwhile.
+if now + ttl > exp then exp = now + ttl end
+redis.call('HSET', h, field, pack(hk, count, tok, exp, delay, ''))
+redis.call('ZADD', x, fmt(exp + delay), field)
+touch_holders(h, x, t)
+return 1
+`,
+);
+
+/**
  * Release one hold (one level of re-entry): compare-and-delete, then hand the lock to the
  * fair head waiter or wake the head. KEYS: h x t q qx qw qs. ARGV: field, kind letter, token, inbox prefix.
  * Returns 1 when it was held, 2 when it was held and a waiter was messaged (handed the lock
@@ -336,4 +363,4 @@ return out
 );
 
 /** Every script, for preloading with SCRIPT LOAD. */
-export const ALL_SCRIPTS: readonly LuaScript[] = [ACQUIRE, EXTEND, RELEASE, CANCEL, INSPECT];
+export const ALL_SCRIPTS: readonly LuaScript[] = [ACQUIRE, CLAIM, EXTEND, RELEASE, CANCEL, INSPECT];
