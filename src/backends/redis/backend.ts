@@ -85,6 +85,9 @@ const WAITER_GRACE_MS = 1_250;
  */
 const MAX_WAITER_PERIOD_MS = 30_000;
 
+/** How long a release waits for its message to reach a waiter of the same process. */
+const HEAR_CAP_MS = 25;
+
 /** What the Redis backend can do (every capability of the seam). */
 export const REDIS_CAPABILITIES: Capabilities = EVERY_CAPABILITY;
 
@@ -261,17 +264,21 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
 
   async release(grant: Grant<RedisGrantData>): Promise<boolean> {
     this.#assertOpen();
+    const sentAt = performance.now();
     const ok = await this.#commands.eval(RELEASE, lockKeys(this.#prefix, grant.lockId), [
       grant.data.field,
       KIND_LETTER[grant.kind],
       grant.token.toString(),
       this.#inboxPrefix,
     ]);
-    // The release messaged a waiter. When it lives in this process its socket is readable in
-    // this same poll phase: yield one turn so it claims the lock (the critical path) before
-    // the releaser's own continuation (often its next acquire) runs.
-    if (ok === 2) await new Promise<void>((resolve) => setImmediate(resolve));
-    return ok === 1 || ok === 2;
+    if (typeof ok !== 'string') return ok === 1;
+    // The release messaged waiter `ok`. When it waits in this process, let it go first (its
+    // message arrives just after this reply): the critical path of a hand-off is its wake-up,
+    // not the releaser's next step — say, its own next acquire barging in.
+    const clientId = ok.slice(0, ok.indexOf('.'));
+    const heard = Inbox.heard(`${this.#inboxPrefix}${clientId}`, ok, sentAt, HEAR_CAP_MS);
+    if (heard) await heard;
+    return true;
   }
 
   async inspect(lockId: string): Promise<LockState> {

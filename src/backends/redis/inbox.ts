@@ -43,7 +43,15 @@ export interface HandOff {
 interface Sleeper {
   readonly waiterId: string | undefined;
   wake(): void;
+  /** Re-check by local monotonic time `at` at the latest. */
+  recheckBy(at: number): void;
 }
+
+/**
+ * The open inboxes of this process, by channel: a release that messaged a waiter of this
+ * process lets that waiter go first ({@link Inbox.heard}).
+ */
+const LOCAL_INBOXES = new Map<string, Inbox>();
 
 /** The inbox of one client; see the module comment. */
 export class Inbox {
@@ -61,6 +69,12 @@ export class Inbox {
   readonly #wokenAt = new Map<string, number>();
   /** Per local waiter, the latest hand-off its messages carried. */
   readonly #handed = new Map<string, HandOff>();
+  /** Per local waiter, when (local time) its latest message arrived. */
+  readonly #heardAt = new Map<string, number>();
+  /** Releases of this process waiting until a local waiter's message arrives. */
+  readonly #hearers = new Map<string, Set<() => void>>();
+  /** Per local waiter, the latest "re-check by" (local time) a message set, and when it came. */
+  readonly #recheck = new Map<string, { readonly at: number; readonly seen: number }>();
   /** Waiter ids of acquisitions in this client that may still wait (their wake-ups are kept). */
   readonly #localIds = new Set<string>();
   readonly #sleepers = new Set<Sleeper>();
@@ -77,6 +91,40 @@ export class Inbox {
     this.#channel = channel;
     this.#commands = commands;
     this.#healthCheckMs = healthCheckMs;
+    LOCAL_INBOXES.set(channel, this);
+  }
+
+  /**
+   * Resolve once the message a release just sent to `waiterId` (on `channel`) was heard, when
+   * that waiter waits in this process: its wake-up (its attempt, or its hold on receipt) then
+   * runs before the releaser's next step — say, the releaser's own next acquire in a hot loop.
+   * Undefined when the waiter is not here or already heard since `sentAt` (the release's send
+   * time); the wait ends after `capMs` at most (a message lost with a dropped subscriber).
+   */
+  static heard(channel: string, waiterId: string, sentAt: number, capMs: number): Promise<void> | undefined {
+    const inbox = LOCAL_INBOXES.get(channel);
+    return inbox ? inbox.#heard(waiterId, sentAt, capMs) : undefined;
+  }
+
+  #heard(waiterId: string, sentAt: number, capMs: number): Promise<void> | undefined {
+    if (this.#epoch === undefined || !this.#localIds.has(waiterId)) return undefined;
+    if ((this.#heardAt.get(waiterId) ?? -Infinity) >= sentAt) return undefined;
+    let hearers = this.#hearers.get(waiterId);
+    if (!hearers) {
+      hearers = new Set();
+      this.#hearers.set(waiterId, hearers);
+    }
+    const set = hearers;
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        set.delete(done);
+        if (set.size === 0 && this.#hearers.get(waiterId) === set) this.#hearers.delete(waiterId);
+        resolve();
+      };
+      const timer = setTimeout(done, capMs);
+      set.add(done);
+    });
   }
 
   /** Note the inbox state before an attempt of `waiterId` is sent. */
@@ -91,6 +139,8 @@ export class Inbox {
     this.#localIds.delete(waiterId);
     this.#wokenAt.delete(waiterId);
     this.#handed.delete(waiterId);
+    this.#recheck.delete(waiterId);
+    this.#heardAt.delete(waiterId);
   }
 
   /** The hand-off made to `waiterId` whose message arrived after `mark`, if any. */
@@ -100,7 +150,8 @@ export class Inbox {
   }
 
   /**
-   * Resolve when `waiterId` was messaged since `mark`, or after `delayMs`. If the inbox was
+   * Resolve when `waiterId` was messaged since `mark`, or after `delayMs` (sooner when a
+   * message since `mark` asked for a re-check by a deadline). If the inbox was
    * not subscribed when the attempt was sent, subscribe and resolve at once: the re-check
    * then happens after the subscription, so no wake-up falls between the two.
    */
@@ -111,8 +162,20 @@ export class Inbox {
       if (mark !== undefined) return;
     }
     if (waiterId !== undefined && mark && (this.#wokenAt.get(waiterId) ?? 0) > mark.seen) return;
+    let due = performance.now() + Math.max(1, delayMs);
+    const recheck = waiterId === undefined ? undefined : this.#recheck.get(waiterId);
+    if (recheck && mark && recheck.seen > mark.seen) due = Math.min(due, recheck.at);
     await new Promise<void>((resolve, reject) => {
-      const sleeper: Sleeper = { waiterId, wake: () => finish() };
+      const sleeper: Sleeper = {
+        waiterId,
+        wake: () => finish(),
+        recheckBy: (at) => {
+          if (at >= due) return;
+          due = at;
+          clearTimeout(timer);
+          timer = setTimeout(() => finish(), Math.max(1, at - performance.now()));
+        },
+      };
       const finish = (err?: unknown): void => {
         clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
@@ -122,7 +185,7 @@ export class Inbox {
       };
       const onAbort = (): void => finish(signal.reason);
       // Ref'd: a caller awaiting a lock keeps the process alive (cleared when it settles).
-      const timer = setTimeout(() => finish(), Math.max(1, delayMs));
+      let timer = setTimeout(() => finish(), Math.max(1, due - performance.now()));
       signal.addEventListener('abort', onAbort, { once: true });
       this.#sleepers.add(sleeper);
       this.#sleepingChanged();
@@ -139,6 +202,10 @@ export class Inbox {
     this.#localIds.clear();
     this.#wokenAt.clear();
     this.#handed.clear();
+    this.#recheck.clear();
+    this.#heardAt.clear();
+    if (LOCAL_INBOXES.get(this.#channel) === this) LOCAL_INBOXES.delete(this.#channel);
+    for (const hearers of [...this.#hearers.values()]) for (const done of [...hearers]) done();
     const sub = this.#subscriber;
     this.#subscriber = undefined;
     sub?.disconnect(false);
@@ -192,12 +259,26 @@ export class Inbox {
 
   /**
    * A message is the id of the waiter that should re-check now, followed for a hand-off by
-   * `|token|expiresAt` (scripts.ts, `after_release`).
+   * `|token|expiresAt`; or `<id>|next|<ms>`: the lock was handed to the waiter ahead, so
+   * re-check within that claim window, not now (scripts.ts, `after_release`).
    */
   #onMessage(message: string): void {
     this.#received += 1;
     const [waiterId = '', token, expiresAt] = message.split('|');
     if (!this.#localIds.has(waiterId)) return;
+    this.#heardAt.set(waiterId, performance.now());
+    // A release waiting on this message goes on in the check phase, after every microtask:
+    // the waiter's wake-up below (its attempt or claim already written) runs first.
+    const hearers = this.#hearers.get(waiterId);
+    if (hearers) setImmediate(() => hearers.forEach((done) => done()));
+    if (token === 'next') {
+      // The window ends that long after the release; a few ms more for the message's trip.
+      const at = performance.now() + Number(expiresAt) + 5;
+      if (!(at < Infinity)) return;
+      this.#recheck.set(waiterId, { at, seen: this.#received });
+      for (const s of this.#sleepers) if (s.waiterId === waiterId) s.recheckBy(at);
+      return;
+    }
     this.#wokenAt.set(waiterId, this.#received);
     if (token !== undefined && expiresAt !== undefined && /^\d+$/.test(token)) {
       this.#handed.set(waiterId, { token, expiresAt: Number(expiresAt), seen: this.#received });

@@ -110,8 +110,9 @@ end
 -- else wake the head. A hand-off is a hold the head must claim (CLAIM, or its next attempt)
 -- within CLAIM_MS, with no lockDelay until then: a head that vanished is skipped within that
 -- bound, not a whole ttl. Its message carries the token and the end of that window, so the
--- head may hold on receipt. The next in line is woken too, so it learns that deadline.
--- Call it only when the queue key exists. Returns true when it messaged a waiter.
+-- head may hold on receipt. The next in line is told the window, to re-check when it ends.
+-- Call it only when the queue key exists. Returns the id of the waiter it woke or handed the
+-- lock to, or false.
 local CLAIM_MS = ${CLAIM_MS}
 local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
   purge_queue(q, qx, qw, now)
@@ -132,13 +133,14 @@ local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
       redis.call('PEXPIREAT', x, fmt(at + 1000))
       -- No touch_queue: removing an entry never moves the latest expiry of the rest later.
       dequeue(q, qx, qw, nxt)
-      notify(inbox, nxt, nxt .. '|' .. tok .. '|' .. fmt(at))
+      -- Redis writes the last reply queued first: the head's message goes out before the notice.
       local second = head(q)
-      if second then notify(inbox, second, second) end
-      return true
+      if second then notify(inbox, second, second .. '|next|' .. fmt(claim)) end
+      notify(inbox, nxt, nxt .. '|' .. tok .. '|' .. fmt(at))
+      return nxt
     end
   end
   notify(inbox, nxt, nxt)
-  return true
+  return nxt
 end
 `;

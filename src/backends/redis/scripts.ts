@@ -246,8 +246,8 @@ return 1
 /**
  * Release one hold (one level of re-entry): compare-and-delete, then hand the lock to the
  * fair head waiter or wake the head. KEYS: h x t q qx qw qs. ARGV: field, kind letter, token, inbox prefix.
- * Returns 1 when it was held, 2 when it was held and a waiter was messaged (handed the lock
- * or woken), 0 when not (expired, taken over, already released).
+ * Returns 1 when it was held, the waiter id when it was held and that waiter was messaged
+ * (handed the lock or woken), 0 when not (expired, taken over, already released).
  */
 export const RELEASE = script(
   'release',
@@ -265,7 +265,10 @@ if count > 1 then
   return 1
 end
 drop(h, x, t, field)
-if queued and after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us) then return 2 end
+if queued then
+  local woke = after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
+  if woke then return woke end
+end
 return 1
 `,
   `
