@@ -276,6 +276,42 @@ describe('zookeeper: no herd effect', () => {
   });
 });
 
+describe('zookeeper: hand-off', () => {
+  test('a waiter whose last blocker is deleted holds without listing the queue again; one with more ahead lists', T, async () => {
+    const lockId = id('handoff');
+    const [a, b, c] = [client(), client(), client()];
+    const inspector = backend();
+    const listed: string[] = [];
+    const original = ZkSession.prototype.listing;
+    ZkSession.prototype.listing = function (this: ZkSession, path: string) {
+      listed.push(path);
+      return original.call(this, path);
+    };
+    try {
+      const held = await a.lock(lockId);
+      const bWaits = b.lock(lockId);
+      await eventually('b queued', async () => (await inspector.inspect(lockId)).waiters === 1);
+      const cWaits = c.lock(lockId);
+      await eventually('c queued', async () => (await inspector.inspect(lockId)).waiters === 2);
+      listed.length = 0;
+      await held.release();
+      const bHeld = await bWaits;
+      // b listed [a, b, …] when it queued: a was its only blocker, and its deletion is enough.
+      assert.deepEqual(listed, [], 'b held on the deletion alone');
+      assert.ok(bHeld.token > held.token);
+      await bHeld.release();
+      const cHeld = await cWaits;
+      // c listed [a, b, c]: b's deletion alone did not tell it whether a was still there.
+      assert.equal(listed.length, 1, `c listed the queue once before holding (${listed.join(', ')})`);
+      assert.ok(cHeld.token > bHeld.token);
+      await cHeld.release();
+    } finally {
+      ZkSession.prototype.listing = original;
+      await inspector.close();
+    }
+  });
+});
+
 describe('zookeeper: layout, tokens and Curator compatibility', () => {
   test("nodes follow Curator's protected naming under <chroot>/<lockId>", T, async () => {
     const lockId = id('layout');

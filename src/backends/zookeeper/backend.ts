@@ -202,6 +202,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
       token: undefined,
       watch: undefined,
       armed: undefined,
+      sawGate: false,
       prefetch: undefined,
     };
   }

@@ -44,9 +44,20 @@ function queuedNode(t: ZkTicket): string {
   return t.queueNode;
 }
 
+/**
+ * The node we waited on was the last one ahead that blocked us, and it was deleted: we hold
+ * now, without listing again (Curator lists; this saves the round trip of every hand-off).
+ */
+function lastBlockerGone(t: ZkTicket): boolean {
+  const w = t.watch;
+  const a = t.armed;
+  return w?.type === 'node' && w.lastBlocker === true && a !== undefined && a.gone && a.key === `node:${w.path}`;
+}
+
 /** Stage 1: first in the lock's queue (or, reading, no exclusive node ahead). */
 async function queueStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: ZkTicket): Promise<Step<{ gated: boolean }>> {
   const { base } = t.paths;
+  if (t.queueNode && lastBlockerGone(t)) return { go: { gated: t.gateNode !== undefined || t.sawGate } };
   let children: readonly string[];
   if (t.queueNode) {
     children = (await listAll(host, t.session, [base]))[0]?.children ?? [];
@@ -55,16 +66,23 @@ async function queueStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: Zk
     t.queueNode = made.path;
     children = made.listings[0]?.children ?? [];
   }
-  const p = predicate(sortedQueue(children, QUEUE_NAMES), nameOf(t.queueNode), queueShared(req.kind));
+  t.sawGate = children.includes(GATE_DIR);
+  const queue = sortedQueue(children, QUEUE_NAMES);
+  const ours = nameOf(t.queueNode);
+  const p = predicate(queue, ours, queueShared(req.kind));
   if (!p) {
     // Our node is gone while the session lives (deleted by hand): queue again, as Curator does.
     t.queueNode = undefined;
     return AGAIN;
   }
-  if (!p.holds) return { wait: { type: 'node', path: `${base}/${p.watch ?? ''}` } };
+  if (!p.holds) {
+    const rest = queue.filter((n) => n.name !== p.watch);
+    const lastBlocker = predicate(rest, ours, queueShared(req.kind))?.holds === true;
+    return { wait: { type: 'node', path: `${base}/${p.watch ?? ''}`, lastBlocker } };
+  }
   // The gate exists once a semaphore used this id; from then on every hold takes it. A hold
   // that saw no gate here was queued before the gate existed (see the docs).
-  return { go: { gated: t.gateNode !== undefined || children.includes(GATE_DIR) } };
+  return { go: { gated: t.gateNode !== undefined || t.sawGate } };
 }
 
 /** Stages 2 and 3: hold the gate, then wait until no semaphore lease is left. Goes on with our gate node. */

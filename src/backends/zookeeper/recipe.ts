@@ -13,8 +13,12 @@ import type { Stat } from './driver.js';
 
 /** What a waiting attempt watches next. */
 export type WatchSpec =
-  /** The node ahead of ours: woken when it is deleted. */
-  | { readonly type: 'node'; readonly path: string }
+  /**
+   * The node ahead of ours: woken when it is deleted. `lastBlocker`: at the listing, no other
+   * node ahead blocked us, so its deletion alone lets us hold (nothing can queue ahead of a
+   * sequential node later).
+   */
+  | { readonly type: 'node'; readonly path: string; readonly lastBlocker?: boolean }
   /** A folder's children (the leases): woken on a change, done when `ready` says so. */
   | { readonly type: 'children'; readonly path: string; readonly ready: (children: readonly string[]) => boolean };
 
@@ -22,6 +26,8 @@ export type WatchSpec =
 export interface ArmedWatch {
   readonly key: string;
   fired: boolean;
+  /** It fired because the watched node was deleted (or was already gone). */
+  gone: boolean;
   readonly wake: Set<() => void>;
 }
 
@@ -37,6 +43,8 @@ export interface ZkTicket {
   queueNode: string | undefined;
   /** Our node in the gate. */
   gateNode: string | undefined;
+  /** The last listing of the lock's queue showed the gate folder. */
+  sawGate: boolean;
   /** Semaphore: our lease. */
   leaseNode: string | undefined;
   /** Semaphore: our token (the czxid of our gate node), once read. */

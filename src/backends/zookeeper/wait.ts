@@ -78,7 +78,7 @@ async function fallbackCheck(s: ZkSession, watch: WatchSpec): Promise<boolean> {
 function arm(t: ZkTicket, watch: WatchSpec, hooks: WaitHooks, fail: (err: unknown) => void): ArmedWatch {
   const key = `${watch.type}:${watch.path}`;
   if (t.armed && t.armed.key === key && !t.armed.fired) return t.armed;
-  const armed: ArmedWatch = { key, fired: false, wake: new Set() };
+  const armed: ArmedWatch = { key, fired: false, gone: false, wake: new Set() };
   t.armed = armed;
   const fire = (): void => {
     if (armed.fired) return;
@@ -89,11 +89,13 @@ function arm(t: ZkTicket, watch: WatchSpec, hooks: WaitHooks, fail: (err: unknow
     if (armed.fired) return;
     // SESSION_ENDED is the session dying, not a notification from the ensemble.
     if (type !== EVENT.SESSION_ENDED) hooks.notified();
+    if (type === EVENT.DELETED) armed.gone = true;
     fire();
   };
   register(t.session, watch, onEvent).then(
     (alreadyChanged) => {
       // The node ahead left before the watch was set (Curator's NoNode case): check again.
+      if (alreadyChanged && watch.type === 'node') armed.gone = true;
       if (alreadyChanged) fire();
     },
     (err: unknown) => {
