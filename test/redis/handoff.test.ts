@@ -48,6 +48,30 @@ async function ticketOf(b: Backend, req: AcquireRequest): Promise<unknown> {
 
 let admin: Redis;
 
+/** What {@link sleepingBehind} sets up: a holds, b sleeps in line waiting for a message. */
+interface Line {
+  readonly a: Backend;
+  readonly b: Backend;
+  readonly held: Grant;
+  readonly reqB: AcquireRequest;
+  readonly ticket: RedisTicket;
+  readonly woken: Promise<void>;
+}
+
+/** a holds `lockId`; b queues, subscribes, re-checks and goes to sleep until a message. */
+async function sleepingBehind(lockId: string): Promise<Line> {
+  const a = await backend();
+  const b = await backend();
+  const held = await grantOf(a, request(lockId));
+  const reqB = request(lockId);
+  let ticket = await ticketOf(b, reqB);
+  // The first wait subscribes and returns for a re-check; the second sleeps until a message.
+  await b.waitForChange(lockId, ticket, new AbortController().signal);
+  ticket = await ticketOf(b, { ...reqB, ticket });
+  const woken = b.waitForChange(lockId, ticket, new AbortController().signal);
+  return { a, b, held, reqB, ticket: ticket as RedisTicket, woken };
+}
+
 /** Scripts run so far (INFO commandstats). */
 async function evalshaCalls(): Promise<number> {
   const m = /cmdstat_evalsha:calls=(\d+)/.exec(await admin.info('commandstats'));
@@ -70,15 +94,7 @@ after(async () => {
 describe('redis: fair hand-off', () => {
   test('the head waiter holds on receipt of the hand-off message and claims its full ttl in the background', T, async () => {
     const lockId = `handoff:${randomBytes(6).toString('hex')}`;
-    const a = await backend();
-    const b = await backend();
-    const held = await grantOf(a, request(lockId));
-    const reqB = request(lockId);
-    let ticket = await ticketOf(b, reqB);
-    // The first wait subscribes and returns for a re-check; the second sleeps until the hand-off.
-    await b.waitForChange(lockId, ticket, new AbortController().signal);
-    ticket = await ticketOf(b, { ...reqB, ticket });
-    const woken = b.waitForChange(lockId, ticket, new AbortController().signal);
+    const { a, b, held, reqB, ticket, woken } = await sleepingBehind(lockId);
     assert.equal(await a.release(held), true);
     await woken;
     // Handed over on the server: a newcomer cannot take it before b claims it.
@@ -103,14 +119,7 @@ describe('redis: fair hand-off', () => {
 
   test('a claim of a hand-off that is gone fails, and the grant held on receipt is then lost', T, async () => {
     const lockId = `handoff-gone:${randomBytes(6).toString('hex')}`;
-    const a = await backend();
-    const b = await backend();
-    const held = await grantOf(a, request(lockId));
-    const reqB = request(lockId);
-    let ticket = await ticketOf(b, reqB);
-    await b.waitForChange(lockId, ticket, new AbortController().signal);
-    ticket = await ticketOf(b, { ...reqB, ticket });
-    const woken = b.waitForChange(lockId, ticket, new AbortController().signal);
+    const { a, b, held, reqB, ticket, woken } = await sleepingBehind(lockId);
     assert.equal(await a.release(held), true);
     await woken;
     // The handed hold disappears before b's claim lands (a flushed server, a forced unlock).
@@ -123,14 +132,7 @@ describe('redis: fair hand-off', () => {
 
   test('a hand-off message whose window had ended before the last attempt was answered grants nothing', T, async () => {
     const lockId = `handoff-stale:${randomBytes(6).toString('hex')}`;
-    const a = await backend();
-    const b = await backend();
-    const held = await grantOf(a, request(lockId));
-    const reqB = request(lockId);
-    let ticket = (await ticketOf(b, reqB)) as RedisTicket;
-    await b.waitForChange(lockId, ticket, new AbortController().signal);
-    ticket = (await ticketOf(b, { ...reqB, ticket })) as RedisTicket;
-    const woken = b.waitForChange(lockId, ticket, new AbortController().signal);
+    const { a, b, held, reqB, ticket, woken } = await sleepingBehind(lockId);
     // A message that was late (a slow subscriber): its window ended 1 ms before the server
     // answered b's last attempt, so whatever it handed over may be someone else's by now.
     const clientId = ticket.waiterId.split('.')[0] ?? '';
