@@ -157,3 +157,16 @@ test('a release waits for the confirmation in flight', async () => {
   assert.deepEqual(backend.log.slice(-2), ['confirmed', 'release']);
   await locker.close();
 });
+
+test('an extension shorter than the ttl is renewed before it runs out (the renewal follows the last ttl vouched for)', async () => {
+  const backend = new FaultyBackend(table());
+  const locker = createLocker(backend, { ttlMs: 3_000 });
+  const lock = await locker.lock('shorter');
+  await lock.extend(600);
+  assert.ok(lock.remainingMs() <= 600);
+  await sleep(1_000);
+  assert.ok(lock.held, 'still held after the short extension would have run out');
+  assert.ok(lock.remainingMs() > 1_000, 'renewed by the acquisition ttl');
+  await lock.release();
+  await locker.close();
+});
