@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createLocker, LockTimeoutError, type Lock, type Locker } from '../../src/index.js';
 import { ZkSession, createZooKeeperBackend, encodeLockId, lockPaths } from '../../src/backends/zookeeper/index.js';
 import { startZooKeeper, type RunningZooKeeper } from '../../scripts/servers/zookeeper.js';
@@ -158,6 +159,40 @@ describe('zookeeper: the gate', () => {
       await read.release();
     },
   );
+
+  test('an attempt whose caller gave up between stages creates no node after that', T, async () => {
+    const lockId = id('late');
+    const paths = lockPaths(CHROOT, lockId);
+    await openGate(lockId);
+    const c = client();
+    await (await c.tryLock(id('warm')))?.release();
+    const ctl = new AbortController();
+    const created: string[] = [];
+    const original = ZkSession.prototype.create;
+    ZkSession.prototype.create = function (this: ZkSession, path: string, data: Buffer, mode: number) {
+      created.push(path);
+      // Give up right as the queue node goes out: the core answers at once, the attempt runs on.
+      if (path.startsWith(`${paths.base}/`) && !path.startsWith(paths.gate)) ctl.abort(new Error('gave up'));
+      return original.call(this, path, data, mode);
+    };
+    try {
+      await assert.rejects(c.lock(lockId, { signal: ctl.signal }), /gave up/);
+      await sleep(300);
+    } finally {
+      ZkSession.prototype.create = original;
+    }
+    assert.deepEqual(
+      created.filter((p) => p.startsWith(paths.gate)),
+      [],
+      'no gate node was created after the caller gave up',
+    );
+    await eventually('the queue node is dropped', async () =>
+      (await tree.children(paths.base)).every((n) => n === 'locks' || n === 'leases'),
+    );
+    const free = await client().tryLock(lockId);
+    assert.ok(free);
+    await free.release();
+  });
 
   test('a wait abandoned at the gate or while draining leases leaves no node behind', T, async () => {
     const lockId = id('abandon');

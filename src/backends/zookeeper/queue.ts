@@ -62,7 +62,7 @@ async function queueStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: Zk
   if (t.queueNode) {
     children = (await listAll(host, t.session, [base]))[0]?.children ?? [];
   } else {
-    const made = await createAndList(host, t, base, queueNameFor(req.kind), Buffer.from(req.ownerId, 'utf8'), []);
+    const made = await createAndList(host, t, base, queueNameFor(req.kind), Buffer.from(req.ownerId, 'utf8'), [], req.signal);
     t.queueNode = made.path;
     children = made.listings[0]?.children ?? [];
   }
@@ -92,7 +92,7 @@ async function gateStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: ZkT
   if (t.gateNode) {
     listings = await listAll(host, t.session, [gate, leases]);
   } else {
-    const made = await createAndList(host, t, gate, gateNameFor(req.kind), Buffer.from(req.ownerId, 'utf8'), [leases]);
+    const made = await createAndList(host, t, gate, gateNameFor(req.kind), Buffer.from(req.ownerId, 'utf8'), [leases], req.signal);
     t.gateNode = made.path;
     listings = made.listings;
   }

@@ -144,7 +144,11 @@ export async function createAndList(
   name: string,
   data: Buffer,
   also: readonly string[],
+  signal: AbortSignal,
 ): Promise<Created> {
+  // The caller gave up (its answer went out at once): an attempt that goes on to its next
+  // stage must not leave a new node behind after that, for others to trip over.
+  signal.throwIfAborted();
   const s = t.session;
   const created = createProtectedNode(s, parent, name, t.uuid, data);
   const reads = [parent, ...also].map((p) =>

@@ -42,7 +42,7 @@ async function gateStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: ZkT
   if (t.gateNode) {
     listings = await listAll(host, t.session, [gate, base]);
   } else {
-    const made = await createAndList(host, t, gate, LOCK_NAME, Buffer.from(req.ownerId, 'utf8'), [base]);
+    const made = await createAndList(host, t, gate, LOCK_NAME, Buffer.from(req.ownerId, 'utf8'), [base], req.signal);
     t.gateNode = made.path;
     listings = made.listings;
   }
@@ -102,7 +102,7 @@ async function leaseStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: Zk
   if (t.leaseNode) {
     children = (await listAll(host, t.session, [leases]))[0]?.children ?? [];
   } else {
-    const made = await createAndList(host, t, leases, LEASE_NAME, leaseData(req.ownerId, tokenOf(t)), []);
+    const made = await createAndList(host, t, leases, LEASE_NAME, leaseData(req.ownerId, tokenOf(t)), [], req.signal);
     t.leaseNode = made.path;
     children = made.listings[0]?.children ?? [];
   }
