@@ -42,6 +42,8 @@ export interface FaultProfile {
   /** How long a pause / partition lasts: past the lease as the engine counts it. */
   readonly faultMs: number;
   readonly serverKill: ServerKill;
+  /** Workers ask for fair locks (the engine's hand-off path is then what the faults hit). */
+  readonly fair?: boolean;
   /** The URL a worker uses, from the engine's (or a proxied) URL: add tuning parameters. */
   tune(url: string): string;
   /**
@@ -69,6 +71,12 @@ const redis: FaultProfile = {
   tune: (url) => url,
   freeBoundMs: standard({ ttlMs: 300, lockDelayMs: 200 }),
 };
+
+/**
+ * The same Redis with fair workers: every grant is a hand-off, held on receipt of the
+ * release's message and claimed in the background (docs/backends/redis.md).
+ */
+const redisFair: FaultProfile = { ...redis, name: 'redis-fair', fair: true };
 
 const zookeeper: FaultProfile = {
   name: 'zookeeper',
@@ -153,6 +161,7 @@ const sql = (name: string, start: () => Promise<RunningServer>, defaultPort: num
 /** Every profile, by name. Add a backend here (and nothing else) to put it under the nemesis. */
 export const PROFILES: Readonly<Record<string, FaultProfile>> = {
   redis,
+  'redis-fair': redisFair,
   redlock,
   zookeeper,
   etcd,

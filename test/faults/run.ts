@@ -83,6 +83,7 @@ function fleet(spec: RunSpec, store: FencedStore, lockId: string, clockDir: stri
         storePort: store.port,
         ttlMs: p.ttlMs,
         lockDelayMs: p.lockDelayMs,
+        fair: p.fair ?? false,
         criticalMs: spec.criticalMs ?? p.criticalMs,
         maxOps: spec.maxOps ?? Number.MAX_SAFE_INTEGER,
       };

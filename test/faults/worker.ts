@@ -18,6 +18,7 @@ export interface WorkerConfig {
   readonly storePort: number;
   readonly ttlMs: number;
   readonly lockDelayMs: number;
+  readonly fair: boolean;
   readonly criticalMs: number;
   readonly maxOps: number;
 }
@@ -73,7 +74,7 @@ async function increment(lock: Lock): Promise<void> {
 for (let i = 0; i < config.maxOps && !stopping; i++) {
   let lock: Lock;
   try {
-    lock = await locker.lock(config.lockId, { timeoutMs: 30_000 });
+    lock = await locker.lock(config.lockId, { timeoutMs: 30_000, fair: config.fair });
   } catch (err) {
     // Unavailability and timeouts are the typed answers a fault should produce: retry.
     if (!(err instanceof LocksmithError)) throw err;
