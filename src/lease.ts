@@ -163,8 +163,8 @@ export class Lease {
   }
 
   /**
-   * Run `op` (an extension, or the grant's confirmation, whose request went out at `sentAt`)
-   * after any in flight, and apply what it vouches for.
+   * Run `op` after any in flight and apply what it vouches for: an extension (sent now), or
+   * the grant's confirmation (sent with the acquisition, at `confirmationSentAt`).
    */
   #serialised(op: () => Promise<Extension>, confirmationSentAt?: number): Promise<void> {
     const run = async (): Promise<void> => {

@@ -3,9 +3,10 @@
  * second connection, and the local waiters it wakes. A state change that lets the queue head
  * go publishes the head's waiter id to the head's client only, so one release wakes one
  * waiter in one process. A fair hand-off's message also carries the grant (token and the
- * server time its claim window ends), so the waiter can hold on receipt. The subscriber is pinged while anyone waits; a silent or
- * reconnected subscriber wakes every waiter for a re-check (a lost message costs at most a
- * health-check period). See docs/backends/redis.md, "Waiting".
+ * server time its claim window ends), so the waiter can hold on receipt. The subscriber is
+ * pinged while anyone waits; a silent or reconnected subscriber wakes every waiter for a
+ * re-check (a lost message costs at most a health-check period). See
+ * docs/backends/redis.md, "Waiting by notification".
  */
 import { BackendUnavailableError, raceAbort } from '../kit.js';
 import type { RedisCommands } from './commands.js';
@@ -265,12 +266,12 @@ export class Inbox {
   #onMessage(message: string): void {
     this.#received += 1;
     const [waiterId = '', token, expiresAt] = message.split('|');
-    if (!this.#localIds.has(waiterId)) return;
-    this.#heardAt.set(waiterId, performance.now());
     // A release waiting on this message goes on in the check phase, after every microtask:
     // the waiter's wake-up below (its attempt or claim already written) runs first.
     const hearers = this.#hearers.get(waiterId);
     if (hearers) setImmediate(() => hearers.forEach((done) => done()));
+    if (!this.#localIds.has(waiterId)) return;
+    this.#heardAt.set(waiterId, performance.now());
     if (token === 'next') {
       // The window ends that long after the release; a few ms more for the message's trip.
       const at = performance.now() + Number(expiresAt) + 5;
