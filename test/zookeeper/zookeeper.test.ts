@@ -20,7 +20,7 @@ import {
   type ProtectedCreateSession,
 } from '../../src/backends/zookeeper/index.js';
 import { MODE, RC, ZkError } from '../../src/backends/zookeeper/driver.js';
-import { eventually as eventuallyWithin, lossOf } from '../helpers.js';
+import { eventually as eventuallyWithin, faultProxy, lossOf } from '../helpers.js';
 import { startZooKeeper, type RunningZooKeeper } from '../../scripts/servers/zookeeper.js';
 
 const T = { timeout: 180_000 };
@@ -308,6 +308,41 @@ describe('zookeeper: hand-off', () => {
     } finally {
       ZkSession.prototype.listing = original;
       await inspector.close();
+    }
+  });
+});
+
+describe('zookeeper: a waiter and its connection', () => {
+  test('a waiter looks again when its session reconnects, not only when its watch fires', T, async () => {
+    const lockId = id('reconnect');
+    const node = server.nodes[0];
+    assert.ok(node);
+    const proxy = await faultProxy(node.port);
+    const a = client();
+    const b = client(createZooKeeperBackend(`zookeeper://127.0.0.1:${proxy.port}${CHROOT}?sessionTimeoutMs=8000`));
+    const inspector = backend();
+    const listed: string[] = [];
+    const original = ZkSession.prototype.listing;
+    try {
+      const held = await a.lock(lockId);
+      const bWaits = b.lock(lockId);
+      await eventually('b queued', async () => (await inspector.inspect(lockId)).waiters === 1);
+      ZkSession.prototype.listing = function (this: ZkSession, path: string) {
+        listed.push(path);
+        return original.call(this, path);
+      };
+      // Drops b's connection; its client reconnects through the proxy at once, same session.
+      proxy.heal();
+      await eventually('b listed the queue again after reconnecting', () => listed.length > 0, 10_000);
+      ZkSession.prototype.listing = original;
+      await held.release();
+      const got = await bWaits;
+      assert.ok(got.token > held.token);
+      await got.release();
+    } finally {
+      ZkSession.prototype.listing = original;
+      await inspector.close();
+      await proxy.close();
     }
   });
 });

@@ -1,8 +1,10 @@
 /**
  * Waiting for a change worth another attempt: a ZooKeeper watch on the one node (or, for
- * the holder of the gate, the one folder) that blocks us, plus a fallback poll. Watches are
- * reliable within a session (the client re-registers them on reconnect), so the poll only
- * bounds the cost of a lost one. See docs/backends/zookeeper.md, "The algorithm".
+ * the holder of the gate, the one folder) that blocks us, a re-check after every reconnect,
+ * and a slow fallback poll. Watches are reliable within a session (the client re-registers
+ * them on reconnect), so the poll only bounds the cost of a lost one; a poll per waiter
+ * every few seconds was most of a thousand idle waiters' load on the ensemble. See
+ * docs/backends/zookeeper.md, "The algorithm".
  */
 import { BackendUnavailableError, sleep } from '../kit.js';
 import { EVENT, isConnectionLoss } from './driver.js';
@@ -10,7 +12,7 @@ import type { ArmedWatch, WatchSpec, ZkTicket } from './recipe.js';
 import type { ZkSession } from './session.js';
 
 /** Watches are reliable within a session; this poll only bounds the cost of a lost one. */
-const FALLBACK_POLL_MS = 3_000;
+const FALLBACK_POLL_MS = 30_000;
 /** Without a watch (nothing queued) look again after this long. */
 const UNQUEUED_RETRY_MS = 300;
 
@@ -44,6 +46,8 @@ export function waitForChange(t: ZkTicket | undefined, signal: AbortSignal, hook
     const onAbort = (): void => finish(signal.reason);
     const unsubscribe = s.onState((state) => {
       if (state === 'expired' || state === 'closed') finish(sessionEnded(t, state));
+      // Back after a disconnect: the client re-registered our watch, but look again anyway.
+      else if (state === 'connected') wake();
     });
     const poll = (): void => {
       if (done) return;
