@@ -106,6 +106,15 @@ local function drop(h, x, t, field)
     touch_holders(h, x, t)
   end
 end
+-- Claim a hand-off made to this waiter: the lease starts now, for the claimer's ttl and
+-- lockDelay, never shorter than the hold already is (its owner may have re-entered it from
+-- elsewhere meanwhile, vouching for a longer ttl).
+local function take_handoff(h, x, t, field, kind, count, token, exp, ttl, delay, now)
+  if now + ttl > exp then exp = now + ttl end
+  redis.call('HSET', h, field, pack(kind, count, token, exp, delay, ''))
+  redis.call('ZADD', x, fmt(exp + delay), field)
+  touch_holders(h, x, t)
+end
 -- After a hold ended: hand the lock to a fair exclusive head waiter when nobody else holds,
 -- else wake the head. A hand-off is a hold the head must claim (CLAIM, or its next attempt)
 -- within CLAIM_MS, with no lockDelay until then: a head that vanished is skipped within that

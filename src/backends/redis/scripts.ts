@@ -88,9 +88,7 @@ if kind ~= 's' then
     if hk == kind and exp > now then
       -- Handed to this very acquisition by a release: claim it, the lease starts now.
       if wid ~= '' and hw == wid then
-        redis.call('HSET', h, owner, pack(hk, count, token, now + ttl, delay, ''))
-        redis.call('ZADD', x, fmt(now + ttl + delay), owner)
-        touch_holders(h, x, t)
+        take_handoff(h, x, t, owner, hk, count, token, exp, ttl, delay, now)
         return {1, token, owner}
       end
       -- The hold lasts as long as its longest lease: each client vouches for its own ttl.
@@ -234,11 +232,7 @@ local v = redis.call('HGET', h, field)
 if not v then return 0 end
 local hk, count, tok, exp, dl, hw = parse(v)
 if hk ~= kind or tok ~= token or hw ~= wid or exp <= now then return 0 end
--- Never shorten: the same owner may have re-entered it from elsewhere meanwhile.
-if now + ttl > exp then exp = now + ttl end
-redis.call('HSET', h, field, pack(hk, count, tok, exp, delay, ''))
-redis.call('ZADD', x, fmt(exp + delay), field)
-touch_holders(h, x, t)
+take_handoff(h, x, t, field, hk, count, tok, exp, ttl, delay, now)
 return 1
 `,
 );
