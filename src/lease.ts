@@ -18,10 +18,13 @@ export { lossGuardMs, validityDeadline } from './validity.js';
 /** Monotonic milliseconds (the clock `validUntil` is expressed in). */
 export const now = (): number => performance.now();
 
-/** What the lease tells its locker. Called synchronously; must not throw. */
+/** What the lease tells whoever keeps it (the locker's registry). Called synchronously; must not throw. */
 export interface LeaseHooks {
   onExtended(lease: Lease): void;
   onLost(lease: Lease, error: LockLostError): void;
+  /** The release of a lease that was held when it began reached the backend (`released`: its answer). */
+  onReleased(lease: Lease, released: boolean): void;
+  /** The lease stopped being held (lost or released): forget it. */
   onEnded(lease: Lease): void;
 }
 
@@ -242,7 +245,10 @@ export class Lease {
     this.#releasing = (async () => {
       await this.#inflight?.catch(() => undefined);
       try {
-        return await this.#backend.release(this.grant);
+        const released = await this.#backend.release(this.grant);
+        // A lease lost (or closed) before its release was already reported as lost.
+        if (wasHeld) this.#hooks.onReleased(this, released);
+        return released;
       } catch (err) {
         throw err instanceof LocksmithError
           ? err
