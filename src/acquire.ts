@@ -78,6 +78,11 @@ export interface AcquireSpec {
  * signal; a controller of its own (tracked by close(), fed by the user's signal and the
  * timeout) is made only when needed. An AbortController per call was most of the core's own
  * cost of an uncontended cycle (docs/benchmarks.md, "The core's own cost").
+ *
+ * A wait bound of W ms means "at least one attempt, then wait at most W": the bound covers
+ * connecting and waiting, but one that falls due during the first attempt only takes effect
+ * once that attempt has answered, so a free lock is obtained however short the bound (and
+ * no grant is made only to be handed back, which would burn a fencing token).
  */
 class AttemptSignal {
   readonly #host: AcquireHost;
@@ -86,6 +91,10 @@ class AttemptSignal {
   #timer: NodeJS.Timeout | undefined;
   #unlisten: (() => void) | undefined;
   #untrack: (() => void) | undefined;
+  /** `before` the first attempt, `during` it (a due timeout waits), `after` it. */
+  #first: 'before' | 'during' | 'after' = 'before';
+  /** The timeout fell due during the first attempt. */
+  #due = false;
 
   constructor(host: AcquireHost, spec: AcquireSpec) {
     this.#host = host;
@@ -107,8 +116,25 @@ class AttemptSignal {
     this.#unlisten = forwardAbort(this.#spec.settings.signal, controller);
     const t = this.#spec.mode.timeoutMs;
     // Ref'd on purpose: a caller awaiting a lock keeps the process alive; cleared when the wait ends.
-    if (t !== undefined && this.#spec.mode.wait) this.#timer = setTimeout(() => controller.abort(TIMEOUT), t);
+    if (t !== undefined && this.#spec.mode.wait) this.#timer = setTimeout(() => this.#timeout(), t);
     return controller.signal;
+  }
+
+  #timeout(): void {
+    if (this.#first === 'during') this.#due = true;
+    else this.#controller?.abort(TIMEOUT);
+  }
+
+  /** An attempt is about to be sent: the first one is not cut short by the timeout. */
+  attempting(): void {
+    if (this.#first === 'before') this.#first = 'during';
+  }
+
+  /** The first attempt did not end the acquisition: a timeout that fell due during it ends it now. */
+  attempted(): void {
+    if (this.#first !== 'during') return;
+    this.#first = 'after';
+    if (this.#due) this.#controller?.abort(TIMEOUT);
   }
 
   dispose(): void {
@@ -215,6 +241,7 @@ class Loop {
         this.#signal.throwIfAborted();
         const sentAt = now();
         this.#uncertain = true;
+        this.#attempt.attempting();
         const result = await this.#backend.tryAcquire(this.#request());
         this.#uncertain = false;
         if (result.granted) {
@@ -224,6 +251,8 @@ class Loop {
         } else {
           this.#ticket = result.contended.ticket;
         }
+        this.#attempt.attempted();
+        this.#signal.throwIfAborted();
         if (!this.#spec.mode.wait) return this.#contended();
         if (!announced) {
           announced = true;
