@@ -70,6 +70,8 @@ export interface AcquireSpec {
   readonly settings: CallSettings;
   readonly mode: AcquireMode;
   readonly ownerId: string;
+  /** The locker's encoded identity (observe/identity.ts), stored with the hold or queue entry. */
+  readonly identity: string;
 }
 
 /**
@@ -212,12 +214,13 @@ class Loop {
   }
 
   #request(): AcquireRequest {
-    const { lockId, kind, permits, settings: s, mode, ownerId } = this.#spec;
+    const { lockId, kind, permits, settings: s, mode, ownerId, identity } = this.#spec;
     return {
       lockId,
       kind,
       permits,
       ownerId,
+      identity,
       freshOwner: s.owner === undefined,
       ttlMs: s.ttlMs,
       fair: s.fair,

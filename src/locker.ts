@@ -12,6 +12,7 @@ import { lockEvent, TypedEmitter } from './events.js';
 import { LockerHost } from './host.js';
 import { Lock } from './lock.js';
 import { Registry } from './registry.js';
+import { makeIdentity, type Identity } from './observe/identity.js';
 import { acquire, tryMode, waitMode, type Acquired, type AcquireMode } from './acquire.js';
 import { Election, type ElectionOptions } from './election.js';
 import {
@@ -74,6 +75,9 @@ export interface Semaphore {
 export class Locker extends TypedEmitter {
   /** The resolved options (defaults filled in). */
   readonly options: LockerOptions;
+  /** Who this locker is (host, pid, name, meta): written with every hold and queue entry. */
+  readonly identity: Identity;
+  readonly #identity: string;
   /** The backend and close(), handed down to the wait loop. */
   readonly #host: LockerHost;
   /** Leases, re-entry and events, handed down to the wait loop. */
@@ -88,6 +92,9 @@ export class Locker extends TypedEmitter {
     this.#registry = registry;
     this.#host = new LockerHost(source, options.connectTimeoutMs);
     this.options = options;
+    const who = makeIdentity(options.name, options.meta);
+    this.identity = who.identity;
+    this.#identity = who.encoded;
     // Every uncontended attempt in flight borrows this signal (acquire.ts): many at once is normal.
     setMaxListeners(0, this.#host.closeSignal);
   }
@@ -234,7 +241,8 @@ export class Locker extends TypedEmitter {
       const settings = resolveCallSettings(this.options, options);
       settings.signal?.throwIfAborted();
       const ownerId = settings.owner ?? randomOwnerId();
-      const got = await acquire(this.#host, this.#registry, { lockId: id, kind, permits, settings, mode: mode(settings), ownerId });
+      const spec = { lockId: id, kind, permits, settings, mode: mode(settings), ownerId, identity: this.#identity };
+      const got = await acquire(this.#host, this.#registry, spec);
       return got === null ? null : this.#handle(got);
     })();
     this.#pending.add(p);
