@@ -69,6 +69,8 @@ export class FileBackend implements Backend<FileTicket, undefined> {
   readonly #pollMs: number;
   readonly #staleMs: number;
   readonly #watch: DirectoryWatch;
+  /** The waiters asleep on each lock's file name, and how to stop watching it. */
+  readonly #sleepers = new Map<string, { readonly looks: Set<(read: () => FileState) => void>; readonly off: () => void }>();
   #closed = false;
 
   /** Use `directory` (which must exist, with `locks/` and `work/` in it: see `createBackend`). */
@@ -108,10 +110,13 @@ export class FileBackend implements Backend<FileTicket, undefined> {
       const expiresAt = now + this.#pollMs * WAITER_GRACE_POLLS;
       const mine = position >= 0 ? s.queue[position] : undefined;
       const id = waiterId ?? `${process.pid}.${randomBytes(8).toString('hex')}`;
-      // Each attempt keeps the waiter's place alive; a waiter dropped meanwhile queues again at the end.
+      const ticket = { waiterId: id };
+      // An attempt keeps the waiter's place alive (rewriting the state only once half its
+      // grace is gone); a waiter dropped meanwhile queues again at the end.
+      if (mine && mine.expiresAt - now > (expiresAt - now) / 2) return { changed: false, value: { granted: false, contended: { ticket } } };
       if (mine) mine.expiresAt = expiresAt;
       else s.queue.push({ id, kind: req.kind, fair: req.fair, permits: req.permits, expiresAt, pid: process.pid });
-      return { changed: true, value: { granted: false, contended: { ticket: { waiterId: id } } } };
+      return { changed: true, value: { granted: false, contended: { ticket } } };
     });
   }
 
@@ -133,9 +138,9 @@ export class FileBackend implements Backend<FileTicket, undefined> {
         else reject(err);
       };
       const onAbort = (): void => finish(signal.reason);
-      const look = (): void => {
+      const look = (read: () => FileState): void => {
         try {
-          const waitMs = this.#lookAgainIn(paths, lockId, ticket.waiterId);
+          const waitMs = this.#lookAgainIn(read(), ticket.waiterId);
           clearTimeout(timer);
           if (waitMs <= 0) finish();
           else timer = setTimeout(() => finish(), Math.max(1, Math.ceil(waitMs)));
@@ -144,9 +149,9 @@ export class FileBackend implements Backend<FileTicket, undefined> {
         }
       };
       // Subscribe before the first look, so that a change between the two is not missed.
-      unsubscribe = this.#watch.on(paths.name, look);
+      unsubscribe = this.#subscribe(paths, lockId, look);
       signal.addEventListener('abort', onAbort, { once: true });
-      look();
+      look(() => this.#read(paths, lockId));
     });
   }
 
@@ -154,14 +159,43 @@ export class FileBackend implements Backend<FileTicket, undefined> {
    * 0 when the waiter's next attempt could be granted now (or its place is gone, so it must
    * queue again); else how long to sleep before looking again without an event.
    */
-  #lookAgainIn(paths: LockPaths, lockId: string, waiterId: string): number {
-    const s = this.#read(paths, lockId);
+  #lookAgainIn(s: FileState, waiterId: string): number {
     const now = monotonicMs();
     purge(s, now, processAlive);
     const mine = s.queue.find((w) => w.id === waiterId);
     if (!mine || grantable(s).has(waiterId)) return 0;
     // Wake before the place would expire too, so that the next attempt keeps it.
     return Math.min(this.#pollMs, nextExpiry(s) - now);
+  }
+
+  /**
+   * Call `look` on every change of the state of `lockId`, with a reader that reads the file
+   * once per change for all the waiters of this backend.
+   */
+  #subscribe(paths: LockPaths, lockId: string, look: (read: () => FileState) => void): () => void {
+    let group = this.#sleepers.get(paths.name);
+    if (!group) {
+      const looks = new Set<(read: () => FileState) => void>();
+      const fire = (): void => {
+        let cached: FileState | undefined;
+        // Each waiter purges its own copy, so the one read is parsed again per waiter.
+        const read = (): FileState => {
+          cached ??= this.#read(paths, lockId);
+          return { ...cached, holders: cached.holders.map((h) => ({ ...h })), queue: cached.queue.map((w) => ({ ...w })) };
+        };
+        for (const l of [...looks]) l(read);
+      };
+      group = { looks, off: this.#watch.on(paths.name, fire) };
+      this.#sleepers.set(paths.name, group);
+    }
+    const g = group;
+    g.looks.add(look);
+    return () => {
+      g.looks.delete(look);
+      if (g.looks.size > 0) return;
+      g.off();
+      if (this.#sleepers.get(paths.name) === g) this.#sleepers.delete(paths.name);
+    };
   }
 
   async cancel(req: AcquireRequest<FileTicket>, ticket: FileTicket | undefined): Promise<void> {
