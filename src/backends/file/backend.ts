@@ -57,6 +57,19 @@ interface Change<T> {
 
 const NEVER = new AbortController().signal;
 
+/**
+ * Every backend of this process with waiters asleep on a state file, by the file's path:
+ * a change made here wakes them at once (other processes hear it from their watcher).
+ */
+const localSleepers = new Map<string, Set<() => void>>();
+
+function wakeLocal(statePath: string): boolean {
+  const fires = localSleepers.get(statePath);
+  if (!fires) return false;
+  for (const fire of [...fires]) fire();
+  return true;
+}
+
 /** What the file backend can do: everything, like memory, across the processes of one machine. */
 export const FILE_CAPABILITIES: Capabilities = EVERY_CAPABILITY;
 
@@ -185,7 +198,17 @@ export class FileBackend implements Backend<FileTicket, undefined> {
         };
         for (const l of [...looks]) l(read);
       };
-      group = { looks, off: this.#watch.on(paths.name, fire) };
+      const stopWatching = this.#watch.on(paths.name, fire);
+      let fires = localSleepers.get(paths.state);
+      if (!fires) localSleepers.set(paths.state, (fires = new Set()));
+      const local = fires;
+      local.add(fire);
+      const off = (): void => {
+        stopWatching();
+        local.delete(fire);
+        if (local.size === 0 && localSleepers.get(paths.state) === local) localSleepers.delete(paths.state);
+      };
+      group = { looks, off };
       this.#sleepers.set(paths.name, group);
     }
     const g = group;
@@ -218,7 +241,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
   }
 
   async release(grant: Grant<undefined>): Promise<boolean> {
-    return this.#update(grant.lockId, NEVER, (s, now) => {
+    const released = await this.#update(grant.lockId, NEVER, (s, now) => {
       const h = find(s, grant);
       // A lease that ran out is not ours to release any more, even if lockDelay still keeps it.
       if (!h || h.expiresAt <= now) return { changed: false, value: false };
@@ -226,6 +249,11 @@ export class FileBackend implements Backend<FileTicket, undefined> {
       if (h.count <= 0) s.holders.splice(s.holders.indexOf(h), 1);
       return { changed: true, value: true };
     });
+    // One event-loop turn before the releaser's next step (typically its next acquire): a
+    // woken waiter of this process, and the watcher's event for one of another, go first.
+    if (released && localSleepers.has(lockPaths(this.directory, grant.lockId).state))
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    return released;
   }
 
   async inspect(lockId: string): Promise<LockState> {
@@ -278,13 +306,21 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     for (let backoff = BUSY_FIRST_MS; ; backoff = Math.min(BUSY_CAP_MS, backoff * 2)) {
       signal.throwIfAborted();
       const done = this.#section(paths, lockId, change);
-      if (done) return done.value;
+      if (done) {
+        // This process's waiters need not wait for the watcher's event (other processes get it).
+        if (done.wrote) wakeLocal(paths.state);
+        return done.value;
+      }
       await sleep(backoff * (0.5 + Math.random()), signal);
     }
   }
 
   /** One try of the section, synchronous from enter to leave: undefined when it was busy. */
-  #section<T>(paths: LockPaths, lockId: string, change: (s: FileState, now: number) => Change<T>): { value: T } | undefined {
+  #section<T>(
+    paths: LockPaths,
+    lockId: string,
+    change: (s: FileState, now: number) => Change<T>,
+  ): { value: T; wrote: boolean } | undefined {
     let held;
     try {
       held = tryEnter(paths.mutex, this.#staleMs);
@@ -297,7 +333,8 @@ export class FileBackend implements Backend<FileTicket, undefined> {
       const now = monotonicMs();
       const purged = purge(s, now, processAlive);
       const out = change(s, now);
-      if (out.changed || purged) {
+      const wrote = out.changed || purged;
+      if (wrote) {
         writeFileSync(paths.tmp, serialize(s), { mode: 0o600 });
         // Our section was broken (we were stopped inside it past staleMs): write nothing.
         if (!stillHeld(held)) {
@@ -306,7 +343,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
         }
         renameSync(paths.tmp, paths.state);
       }
-      return { value: out.value };
+      return { value: out.value, wrote };
     } catch (err) {
       if (err instanceof LockLostError) throw err;
       throw unavailable(this.name, `update of the state of '${lockId}'`, err, { context: { directory: this.directory } });
