@@ -17,7 +17,7 @@ describe('file backend across processes', () => {
 
   test('kill -9 of the holding process frees the lock after its ttl, with a larger token', T, async () => {
     const lockId = 'proc:kill';
-    const holder = spawnChild({ mode: 'hold', url, lockId, ttlMs: 3_000 });
+    const holder = spawnChild({ mode: 'hold', url, lockId, ttlMs: 5_000 });
     const held = await nextMessage(holder, 'held');
     await using locker = createLocker(url);
     assert.equal(await locker.tryLock(lockId), null, 'held by the other process');
