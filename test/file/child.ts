@@ -2,7 +2,7 @@
  * A separate process for the file backend's tests: `child.ts '<json ChildConfig>'`, forked
  * with an IPC channel. `hold` takes the lock, reports its token and keeps it (renewing)
  * until killed; on a `write` message it reports the token it would write with, as a naive
- * client that does not look at its signal would. `count` increments a shared counter file
+ * client that does not look at its signal would; on `release` it releases. `count` increments a shared counter file
  * `times` times under the lock and exits.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -18,6 +18,7 @@ export type ChildConfig =
 export type ChildMessage =
   | { readonly type: 'held'; readonly token: string; readonly pid: number }
   | { readonly type: 'write'; readonly token: string; readonly lost: boolean }
+  | { readonly type: 'released' }
   | { readonly type: 'counted'; readonly times: number };
 
 const config = JSON.parse(process.argv[2] ?? '{}') as ChildConfig;
@@ -26,7 +27,10 @@ const locker = createLocker(config.url, config.mode === 'hold' ? { ttlMs: config
 
 if (config.mode === 'hold') {
   const lock = await locker.lock(config.lockId, { timeoutMs: 60_000 });
-  process.on('message', () => send({ type: 'write', token: lock.token.toString(), lost: lock.signal.aborted }));
+  process.on('message', (command) => {
+    if (command === 'release') void lock.release().then(() => send({ type: 'released' }));
+    else send({ type: 'write', token: lock.token.toString(), lost: lock.signal.aborted });
+  });
   send({ type: 'held', token: lock.token.toString(), pid: process.pid });
   // Held until the test kills this process (the IPC channel keeps it alive).
 } else {

@@ -29,8 +29,8 @@ export function lockDirectory(label: string): { dir: string; url: string } {
 }
 
 /** A child process running `config` (killed after the file's tests if still alive). */
-export function spawnChild(config: ChildConfig): ChildProcess {
-  const child = fork(join(here, 'child.ts'), [JSON.stringify(config)], { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
+export function spawnChild(config: ChildConfig, env: NodeJS.ProcessEnv = process.env): ChildProcess {
+  const child = fork(join(here, 'child.ts'), [JSON.stringify(config)], { execArgv: ['--import', 'tsx'], stdio: 'inherit', env });
   children.add(child);
   child.once('exit', () => children.delete(child));
   return child;

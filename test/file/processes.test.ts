@@ -4,10 +4,11 @@
  * counting under the lock lose no increment.
  */
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { createLocker, FencedResource, StaleTokenError } from '../../src/index.js';
+import { FileBackend } from '../../src/backends/file/index.js';
 import { exited, lockDirectory, nextMessage, spawnChild } from './helpers.js';
 
 const T = { timeout: 120_000 };
@@ -50,6 +51,33 @@ describe('file backend across processes', () => {
     paused.kill('SIGKILL');
     successor.kill('SIGKILL');
     await Promise.all([exited(paused), exited(successor)]);
+  });
+
+  test("a waiter is woken by another process's release (the directory watch), not by its fallback poll", T, async () => {
+    const lockId = 'proc:notify';
+    const holder = spawnChild({ mode: 'hold', url, lockId, ttlMs: 120_000 });
+    await nextMessage(holder, 'held');
+    // A fallback poll and a lease far longer than the wait: only the watch can wake it in time.
+    await using locker = createLocker(new FileBackend(dir, { pollMs: 600_000 }));
+    const waiting = locker.lock(lockId, { timeoutMs: 30_000 });
+    await new Promise((resolve) => locker.once('waiting', resolve));
+    holder.send('release');
+    await nextMessage(holder, 'released');
+    await (await waiting).release();
+    holder.kill('SIGKILL');
+    await exited(holder);
+  });
+
+  test('six processes on file:// (the default directory) count to six on a shared file', T, async () => {
+    const runtime = lockDirectory('file-xdg').dir;
+    const file = join(runtime, 'counter');
+    writeFileSync(file, '0');
+    const env = { ...process.env, XDG_RUNTIME_DIR: runtime };
+    const kids = Array.from({ length: 6 }, () => spawnChild({ mode: 'count', url: 'file://', lockId: 'proc:six', file, times: 1 }, env));
+    await Promise.all(kids.map((c) => nextMessage(c, 'counted')));
+    await Promise.all(kids.map((c) => exited(c)));
+    assert.equal(readFileSync(file, 'utf8'), '6');
+    assert.equal(readdirSync(join(runtime, 'locksmith', 'locks')).length, 1, 'one lock in the default directory');
   });
 
   test('N processes incrementing a shared counter file under the lock count exactly N×k', T, async () => {
