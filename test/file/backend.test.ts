@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { createLocker, InvalidArgumentError } from '../../src/index.js';
 import { defaultDirectory, fileName, prepareDirectory } from '../../src/backends/file/index.js';
-import { bootId, monotonicMs } from '../../src/backends/file/layout.js';
+import { bootId, monotonicMs, pidNamespace } from '../../src/backends/file/layout.js';
 import { lockDirectory } from './helpers.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -64,7 +64,7 @@ describe('file backend: critical section recovery', () => {
   test('a section left by a killed process (its pid is gone) is taken over at once', T, async () => {
     const dead = spawnSync(process.execPath, ['-e', '0']).pid;
     assert.ok(dead !== undefined);
-    writeFileSync(join(dir, 'work', `${fileName('dead-owner')}.mutex`), `${dead} 0.x ${bootId()} ${monotonicMs()}`);
+    writeFileSync(join(dir, 'work', `${fileName('dead-owner')}.mutex`), `${dead} 0.x ${bootId()} ${pidNamespace()} ${monotonicMs()}`);
     await using locker = createLocker(url);
     const lock = await locker.tryLock('dead-owner');
     assert.ok(lock, 'granted');
@@ -73,15 +73,28 @@ describe('file backend: critical section recovery', () => {
 
   test('a section whose owner is alive but stuck past the bound is broken', T, async () => {
     // Our parent process is alive; the section claims to be 10 s old.
-    writeFileSync(join(dir, 'work', `${fileName('stuck-owner')}.mutex`), `${process.ppid} 0.x ${bootId()} ${monotonicMs() - 10_000}`);
+    writeFileSync(
+      join(dir, 'work', `${fileName('stuck-owner')}.mutex`),
+      `${process.ppid} 0.x ${bootId()} ${pidNamespace()} ${monotonicMs() - 10_000}`,
+    );
     await using locker = createLocker(url);
     const lock = await locker.lock('stuck-owner', { timeoutMs: 30_000 });
     await lock.release();
   });
 
+  test('a section of another PID namespace (a container on the same volume) is not judged by our pids', T, async () => {
+    const dead = spawnSync(process.execPath, ['-e', '0']).pid;
+    const mutex = join(dir, 'work', `${fileName('other-ns')}.mutex`);
+    writeFileSync(mutex, `${dead} 0.x ${bootId()} pid:[1] ${monotonicMs()}`);
+    await using locker = createLocker(url);
+    await assert.rejects(locker.lock('other-ns', { timeoutMs: 300 }));
+    rmSync(mutex);
+    await (await locker.lock('other-ns', { timeoutMs: 30_000 })).release();
+  });
+
   test('a live, fresh section is respected: the attempt waits for it', T, async () => {
     const mutex = join(dir, 'work', `${fileName('busy-owner')}.mutex`);
-    writeFileSync(mutex, `${process.ppid} 0.x ${bootId()} ${monotonicMs()}`);
+    writeFileSync(mutex, `${process.ppid} 0.x ${bootId()} ${pidNamespace()} ${monotonicMs()}`);
     await using locker = createLocker(url);
     await assert.rejects(locker.lock('busy-owner', { timeoutMs: 300 }));
     rmSync(mutex);

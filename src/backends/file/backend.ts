@@ -23,7 +23,7 @@ import {
   type Grant,
   type LockState,
 } from '../kit.js';
-import { bootId, lockPaths, monotonicMs, processAlive, type LockPaths } from './layout.js';
+import { bootId, lockPaths, monotonicMs, pidNamespace, processAlive, type LockPaths } from './layout.js';
 import { leave, stillHeld, tryEnter } from './mutex.js';
 import { emptyState, grantable, nextExpiry, parseState, purge, serialize, stretch, type FileHolder, type FileState } from './state.js';
 import { DirectoryWatch } from './watch.js';
@@ -128,7 +128,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
       // grace is gone); a waiter dropped meanwhile queues again at the end.
       if (mine && mine.expiresAt - now > (expiresAt - now) / 2) return { changed: false, value: { granted: false, contended: { ticket } } };
       if (mine) mine.expiresAt = expiresAt;
-      else s.queue.push({ id, kind: req.kind, fair: req.fair, permits: req.permits, expiresAt, pid: process.pid });
+      else s.queue.push({ id, kind: req.kind, fair: req.fair, permits: req.permits, expiresAt, pid: process.pid, ns: pidNamespace() });
       return { changed: true, value: { granted: false, contended: { ticket } } };
     });
   }
@@ -335,7 +335,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
       const out = change(s, now);
       const wrote = out.changed || purged;
       if (wrote) {
-        writeFileSync(paths.tmp, serialize(s), { mode: 0o600 });
+        writeFileSync(paths.tmp, serialize(s));
         // Our section was broken (we were stopped inside it past staleMs): write nothing.
         if (!stillHeld(held)) {
           unlinkSync(paths.tmp);

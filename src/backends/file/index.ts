@@ -5,7 +5,7 @@
  * embedded default when processes must be coordinated without a server, as flock(1) does.
  * See docs/backends/file.md.
  */
-import { lstatSync, mkdirSync } from 'node:fs';
+import { lstatSync, mkdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -38,7 +38,8 @@ export function directoryOf(url: URL): string {
 }
 
 /**
- * Create the directory and its `locks/` and `work/` (mode 0700). The default directory
+ * Create the directory (mode 0700 when it does not exist) and its `locks/` and `work/` (the
+ * directory's own mode; files follow the umask: the directory is what keeps others out). The default directory
  * lives in a shared place when there is no runtime directory: it must be ours and not
  * writable by others, or another user could read or forge our locks.
  */
@@ -50,8 +51,10 @@ export function prepareDirectory(dir: string, isDefault: boolean): void {
       throw new InvalidArgumentError('url', `the default lock directory ${dir} is not a directory of this user with mode 0700`);
     }
   }
-  mkdirSync(join(dir, 'locks'), { recursive: true, mode: 0o700 });
-  mkdirSync(join(dir, 'work'), { recursive: true, mode: 0o700 });
+  // Inside a directory the user chose, its own permissions decide who shares the locks.
+  const mode = isDefault ? 0o700 : statSync(dir).mode & 0o777;
+  mkdirSync(join(dir, 'locks'), { recursive: true, mode });
+  mkdirSync(join(dir, 'work'), { recursive: true, mode });
 }
 
 /** Factory used by `createLocker('file:///abs/dir')` and `createLocker('file://')`. The URL takes no parameters. */

@@ -8,7 +8,7 @@
  * watch `<dir>/locks/`, which changes only when a state is replaced.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** Ids up to this many UTF-8 bytes are spelled out in their file name (hex); longer ones hashed. */
@@ -67,8 +67,29 @@ export function bootId(): string {
   return bootIdCache;
 }
 
-/** True while a process with this pid exists (EPERM: it exists, as another user's). */
-export function processAlive(pid: number): boolean {
+let pidNamespaceCache: string | undefined;
+
+/**
+ * This process's PID namespace (Linux; `-` elsewhere). Containers sharing a volume share the
+ * kernel's boot id and monotonic clock, but a pid of another namespace is not ours to check.
+ */
+export function pidNamespace(): string {
+  if (pidNamespaceCache === undefined) {
+    try {
+      pidNamespaceCache = readlinkSync('/proc/self/ns/pid').replace(/\s/g, '') || '-';
+    } catch {
+      pidNamespaceCache = '-';
+    }
+  }
+  return pidNamespaceCache;
+}
+
+/**
+ * True while a process with this pid exists (EPERM: it exists, as another user's), and for
+ * any pid of another PID namespace (which cannot be checked from here).
+ */
+export function processAlive(pid: number, ns: string = pidNamespace()): boolean {
+  if (ns !== pidNamespace()) return true;
   if (!Number.isInteger(pid) || pid <= 0) return false;
   if (pid === process.pid) return true;
   try {

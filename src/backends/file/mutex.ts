@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, fstatSync, linkSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { threadId } from 'node:worker_threads';
-import { bootId, monotonicMs, processAlive } from './layout.js';
+import { bootId, monotonicMs, pidNamespace, processAlive } from './layout.js';
 
 /** Identifies this module instance in this thread: a mutex with our pid and this nonce is a leftover of ours. */
 const NONCE = `${threadId}.${randomBytes(6).toString('hex')}`;
@@ -28,14 +28,14 @@ export interface Held {
 export function tryEnter(path: string, staleMs: number): Held | undefined {
   let fd: number;
   try {
-    fd = openSync(path, 'wx', 0o600);
+    fd = openSync(path, 'wx');
   } catch (err) {
     if ((err as { code?: unknown }).code !== 'EEXIST') throw err;
     breakIfStale(path, staleMs);
     return undefined;
   }
   try {
-    writeSync(fd, `${process.pid} ${NONCE} ${bootId()} ${monotonicMs()}`);
+    writeSync(fd, `${process.pid} ${NONCE} ${bootId()} ${pidNamespace()} ${monotonicMs()}`);
     return { path, ino: fstatSync(fd).ino };
   } finally {
     closeSync(fd);
@@ -62,13 +62,15 @@ export function leave(held: Held): void {
 }
 
 function isStale(text: string, mtimeMs: number, staleMs: number): boolean {
-  const [pid, nonce, boot, at] = text.split(' ');
+  const [pid, nonce, boot, ns, at] = text.split(' ');
   // Empty or torn: its owner died between the create and the write (mtime is all there is).
-  if (pid === undefined || nonce === undefined || boot === undefined || at === undefined) return Date.now() - mtimeMs > staleMs;
+  if (pid === undefined || nonce === undefined || boot === undefined || ns === undefined || at === undefined) {
+    return Date.now() - mtimeMs > staleMs;
+  }
   if (boot !== bootId()) return true;
   // Ours from this very module instance: our sections are synchronous, so none is running.
-  if (Number(pid) === process.pid && nonce === NONCE) return true;
-  if (!processAlive(Number(pid))) return true;
+  if (Number(pid) === process.pid && ns === pidNamespace() && nonce === NONCE) return true;
+  if (!processAlive(Number(pid), ns)) return true;
   return monotonicMs() - Number(at) > staleMs;
 }
 

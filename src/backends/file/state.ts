@@ -29,6 +29,8 @@ export interface FileWaiter {
   expiresAt: number;
   /** The waiting process: a waiter whose process is gone is dropped at once. */
   readonly pid: number;
+  /** The PID namespace `pid` belongs to (layout.ts). */
+  readonly ns: string;
 }
 
 /** The state of one lock id. */
@@ -91,6 +93,7 @@ export function parseState(text: string, lockId: string, boot: string): FileStat
     permits: Number(w.permits),
     expiresAt: Number(w.expiresAt),
     pid: Number(w.pid),
+    ns: String(w.ns),
   }));
   return { lockId, boot, last, holders, queue };
 }
@@ -105,10 +108,10 @@ function kindOf(v: unknown): LockKind {
  * Drop holders whose lease (and lock delay) ended and waiters that stopped attempting or
  * whose process is gone. Returns whether anything was dropped.
  */
-export function purge(s: FileState, now: number, alive: (pid: number) => boolean): boolean {
+export function purge(s: FileState, now: number, alive: (pid: number, ns: string) => boolean): boolean {
   const before = s.holders.length + s.queue.length;
   s.holders = s.holders.filter((h) => h.blocksUntil > now);
-  s.queue = s.queue.filter((w) => w.expiresAt > now && alive(w.pid));
+  s.queue = s.queue.filter((w) => w.expiresAt > now && alive(w.pid, w.ns));
   return s.holders.length + s.queue.length !== before;
 }
 
