@@ -143,7 +143,9 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     await new Promise<void>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       let unsubscribe = (): void => undefined;
+      let done = false;
       const finish = (err?: unknown): void => {
+        done = true;
         clearTimeout(timer);
         unsubscribe();
         signal.removeEventListener('abort', onAbort);
@@ -152,6 +154,8 @@ export class FileBackend implements Backend<FileTicket, undefined> {
       };
       const onAbort = (): void => finish(signal.reason);
       const look = (read: () => FileState): void => {
+        // A change being dispatched may still reach a wait that just ended: no timer for it.
+        if (done) return;
         try {
           const waitMs = this.#lookAgainIn(read(), ticket.waiterId);
           clearTimeout(timer);
@@ -191,7 +195,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
       const looks = new Set<(read: () => FileState) => void>();
       const fire = (): void => {
         let cached: FileState | undefined;
-        // Each waiter purges its own copy, so the one read is parsed again per waiter.
+        // One read per change; each waiter purges a copy of it.
         const read = (): FileState => {
           cached ??= this.#read(paths, lockId);
           return { ...cached, holders: cached.holders.map((h) => ({ ...h })), queue: cached.queue.map((w) => ({ ...w })) };
