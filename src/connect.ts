@@ -16,6 +16,7 @@ interface Engine {
 // One line per engine. The import is what keeps drivers out of users who do not need them.
 const engines: Readonly<Record<string, Engine>> = {
   'memory:': { load: () => import('./backends/memory/index.js') },
+  'file:': { load: () => import('./backends/file/index.js') },
   'redis:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
   'rediss:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
   'redis-sentinel:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },

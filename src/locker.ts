@@ -275,16 +275,35 @@ function attachReleaseError(error: unknown, releaseError: unknown): void {
  *
  * @param urlOrBackend a backend URL (`memory://`, `redis://host:port`, `zookeeper://h1,h2/chroot`,
  *   `cassandra://h1,h2/keyspace`, …) or a {@link Backend} instance (the locker takes ownership
- *   and closes it). Defaults to `$LOCKSMITH_BACKEND`, else `memory://` (in-process only).
+ *   and closes it). Defaults to `$LOCKSMITH_BACKEND`, else `memory://` (in-process only; a
+ *   warning, once per process, says so).
  * @param options lease defaults, see {@link LockerOptions}.
  * @throws InvalidArgumentError for a malformed URL, an unknown scheme or bad options.
  */
 export function createLocker(urlOrBackend?: string | Backend, options?: Partial<LockerOptions>): Locker {
   const resolved = resolveLockerOptions(options);
-  if (urlOrBackend === undefined) urlOrBackend = process.env.LOCKSMITH_BACKEND || 'memory://';
+  if (urlOrBackend === undefined) urlOrBackend = process.env.LOCKSMITH_BACKEND || memoryByDefault();
   if (typeof urlOrBackend === 'string') return new Locker(parseBackendUrl(urlOrBackend), resolved);
   if (typeof urlOrBackend === 'object' && urlOrBackend !== null && typeof urlOrBackend.tryAcquire === 'function') {
     return new Locker(urlOrBackend, resolved);
   }
   throw new InvalidArgumentError('urlOrBackend', 'createLocker needs a backend URL string or a Backend');
+}
+
+let warnedMemoryDefault = false;
+
+/**
+ * `memory://` when no backend is named: fine for tests, but it coordinates nothing between
+ * processes, so say so once per process (docs/backends/file.md names the embedded choice).
+ */
+function memoryByDefault(): string {
+  if (!warnedMemoryDefault) {
+    warnedMemoryDefault = true;
+    process.emitWarning(
+      'createLocker() without a URL or LOCKSMITH_BACKEND uses memory://, which coordinates nothing between processes; ' +
+        "pass 'file://' (processes of this machine) or a server's URL",
+      { code: 'LOCKSMITH_MEMORY_DEFAULT' },
+    );
+  }
+  return 'memory://';
 }

@@ -13,6 +13,10 @@ import { startEtcd } from '../../scripts/servers/etcd.js';
 import { startPostgres } from '../../scripts/servers/postgres.js';
 import { startMariaDb } from '../../scripts/servers/mariadb.js';
 import type { RunningServer } from '../../scripts/servers/harness.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { createLocker } from '../../src/index.js';
 import { encodeHostList, hostList } from '../../src/backends/kit.js';
 
@@ -42,6 +46,8 @@ export interface FaultProfile {
   /** How long a pause / partition lasts: past the lease as the engine counts it. */
   readonly faultMs: number;
   readonly serverKill: ServerKill;
+  /** False when clients reach the locks without a network (file://): partitions do not apply. */
+  readonly network?: false;
   /** Workers ask for fair locks (the engine's hand-off path is then what the faults hit). */
   readonly fair?: boolean;
   /** The URL a worker uses, from the engine's (or a proxied) URL: add tuning parameters. */
@@ -158,6 +164,27 @@ const sql = (name: string, start: () => Promise<RunningServer>, defaultPort: num
   freeBoundMs: standard({ ttlMs: 600, lockDelayMs: 0 }),
 });
 
+/**
+ * Locks in a directory of this machine (file://): no server to kill, no network to cut; the
+ * faults are the clients' own (kill -9, SIGSTOP) and wall-clock jumps (docs/backends/file.md).
+ */
+const file: FaultProfile = {
+  name: 'file',
+  start: async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'locksmith-faults-file-'));
+    return { engine: 'file', url: pathToFileURL(dir).href, nodes: [], stop: async () => rmSync(dir, { recursive: true, force: true }) };
+  },
+  defaultPort: 0,
+  network: false,
+  ttlMs: 300,
+  lockDelayMs: 200,
+  criticalMs: 5,
+  faultMs: 800,
+  serverKill: { kind: 'skip', why: 'no server: the locks are files of this machine' },
+  tune: (url) => url,
+  freeBoundMs: standard({ ttlMs: 300, lockDelayMs: 200 }),
+};
+
 /** Every profile, by name. Add a backend here (and nothing else) to put it under the nemesis. */
 export const PROFILES: Readonly<Record<string, FaultProfile>> = {
   redis,
@@ -168,6 +195,7 @@ export const PROFILES: Readonly<Record<string, FaultProfile>> = {
   cassandra,
   postgres: sql('postgres', () => startPostgres(), 5432),
   mysql: sql('mysql', () => startMariaDb(), 3306),
+  file,
 };
 
 /** The profile whose name is the scheme of `url` (`redis://…` → redis). */
@@ -182,6 +210,8 @@ const AUTHORITY = /^([a-z0-9+]+:\/\/)([^@/?]*@)?([^/?]*)(.*)$/i;
 
 /** The `host:port` endpoints of a backend URL, in order, read as the backends read them (the kit's hostList). */
 export function endpointsOf(url: string, defaultPort: number): string[] {
+  // A URL without a host (file:///dir) has no endpoint to put a proxy in front of.
+  if (new URL(encodeHostList(url)).host === '') return [];
   return hostList(new URL(encodeHostList(url)), defaultPort).map((h) => `${h.host}:${h.port}`);
 }
 
