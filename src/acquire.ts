@@ -9,7 +9,8 @@ import type { Holds } from './holds.js';
 import { Lease, now } from './lease.js';
 import { Lock } from './lock.js';
 import type { CallSettings } from './options.js';
-import { raceAbort, unavailable, withDeadline } from './backends/kit.js';
+import { unavailable } from './util/cause.js';
+import { raceAbort, withDeadline } from './util/time.js';
 
 /** Marks an attempt aborted by its own timeout (as opposed to the user's signal or close). */
 const TIMEOUT = Symbol('locksmith.timeout');

@@ -4,7 +4,10 @@
  */
 import type { Backend, BackendFactory, ConnectOptions } from './backend.js';
 import { BackendUnavailableError, DriverMissingError, InvalidArgumentError } from './errors.js';
-import { encodeHostList, redact, secretsOf, unavailable, withDeadline } from './backends/kit.js';
+import { unavailable } from './util/cause.js';
+import { encodeHostList } from './util/host-list.js';
+import { redact, secretsOf } from './util/redact.js';
+import { withDeadline } from './util/time.js';
 
 interface Engine {
   /** The engine module (imports its driver). */

@@ -24,7 +24,8 @@ import {
   type TryLockOptions,
   type WithLockOptions,
 } from './options.js';
-import { unavailable, withDeadline } from './backends/kit.js';
+import { unavailable } from './util/cause.js';
+import { withDeadline } from './util/time.js';
 
 /** @internal The hook `abandon()` in `testing.ts` uses to simulate a crash. */
 export const kAbandon = Symbol('locksmith.abandon');

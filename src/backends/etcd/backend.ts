@@ -21,7 +21,7 @@ import {
   type HostPort,
   type LockState,
 } from '../kit.js';
-import type { Abandonable } from '../../backend.js';
+import type { Abandonable } from '../kit.js';
 import { createdAt, EtcdClient, entriesOf, rangeOp, youngestOp, type Entry } from './client.js';
 import { HeldTable } from './held.js';
 import { encodeValue, lockPrefix, parseValue } from './layout.js';

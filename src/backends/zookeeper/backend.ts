@@ -19,7 +19,7 @@ import {
   type Grant,
   type LockState,
 } from '../kit.js';
-import type { Abandonable } from '../../backend.js';
+import type { Abandonable } from '../kit.js';
 import { EVENT } from './driver.js';
 import { HeldTable, type Held } from './held.js';
 import { readLockState } from './inspect.js';
