@@ -35,6 +35,7 @@ export { encodeHostList } from '../util/host-list.js';
 export { hostList, UrlParams, type HostPort, type NumberBounds } from '../util/url-params.js';
 export { redact, redactText, secretsOf } from '../util/redact.js';
 export { HoldTable, type HoldTableOptions, type TrackedHold } from './hold-table.js';
+export type { EngineManifest } from '../util/engine-manifest.js';
 
 /** Every capability of the seam: what the memory reference backend and Redis have. */
 export const EVERY_CAPABILITY: Capabilities = Object.freeze({
