@@ -13,7 +13,8 @@ import { lockEvent } from './events.js';
 import { now, type Lease } from './lease.js';
 import type { CallSettings } from './options.js';
 import type { Registry } from './registry.js';
-import { raceAbort, unavailable, withDeadline } from './backends/kit.js';
+import { unavailable } from './util/cause.js';
+import { raceAbort, withDeadline } from './util/time.js';
 
 /** Marks an attempt aborted by its own timeout (as opposed to the user's signal or close). */
 const TIMEOUT = Symbol('locksmith.timeout');

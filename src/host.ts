@@ -8,7 +8,7 @@
 import type { Backend } from './backend.js';
 import { connect } from './connect.js';
 import { LockerClosedError } from './errors.js';
-import { withDeadline } from './backends/kit.js';
+import { withDeadline } from './util/time.js';
 
 /** @internal The backend and the close state of one locker. */
 export class LockerHost {

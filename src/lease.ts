@@ -11,9 +11,9 @@
 import { performance } from 'node:perf_hooks';
 import type { Backend, Extension, Grant } from './backend.js';
 import { BackendUnavailableError, LockLostError, LockNotHeldError, LocksmithError, type LossReason } from './errors.js';
-import { lossGuardMs, validityDeadline } from './validity.js';
+import { lossGuardMs, validityDeadline } from './util/validity.js';
 
-export { lossGuardMs, validityDeadline } from './validity.js';
+export { lossGuardMs, validityDeadline } from './util/validity.js';
 
 /** Monotonic milliseconds (the clock `validUntil` is expressed in). */
 export const now = (): number => performance.now();

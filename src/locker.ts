@@ -26,7 +26,7 @@ import {
   type TryLockOptions,
   type WithLockOptions,
 } from './options.js';
-import { unavailable } from './backends/kit.js';
+import { unavailable } from './util/cause.js';
 
 /** @internal The hook `abandon()` in `testing.ts` uses to simulate a crash. */
 export const kAbandon = Symbol('locksmith.abandon');

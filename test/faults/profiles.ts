@@ -1,6 +1,7 @@
 /**
  * Fault profiles: what the nemesis needs to know about one backend. Adding a backend is one
- * entry in PROFILES (docs/guarantees.md, "Fault tests"): how to start its engine with the
+ * entry in PROFILES (docs/guarantees.md, "Fault tests"), named in its engine's manifest
+ * (`faultProfiles`; the package test checks the two agree): how to start its engine with the
  * harness, the lease settings that make faults bite in a short run, and which server-kill
  * semantics apply. Endpoints are read from and written back into the backend URL generically
  * (`scheme://[user@]host:port,host:port/path?query`), so the proxy goes in front of every node.
@@ -19,6 +20,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createLocker } from '../../src/index.js';
 import { encodeHostList, hostList } from '../../src/backends/kit.js';
+import { ENGINES } from '../../src/backends/manifests.js';
 
 /** What a server kill means on this engine. */
 export type ServerKill =
@@ -198,10 +200,14 @@ export const PROFILES: Readonly<Record<string, FaultProfile>> = {
   file,
 };
 
-/** The profile whose name is the scheme of `url` (`redis://…` → redis). */
+/**
+ * The profile of the engine that serves the scheme of `url`, as its manifest names it
+ * (`rediss://…` → redis, `mariadb://…` → mysql): the engine's first profile.
+ */
 export function profileForUrl(url: string): FaultProfile {
-  const scheme = /^([a-z0-9+]+):/i.exec(url)?.[1]?.toLowerCase() ?? '';
-  const profile = PROFILES[scheme];
+  const scheme = /^([a-z0-9+-]+):/i.exec(url)?.[1]?.toLowerCase() ?? '';
+  const name = ENGINES.find((e) => e.schemes.includes(scheme))?.faultProfiles[0];
+  const profile = name === undefined ? undefined : PROFILES[name];
   if (!profile) throw new Error(`no fault profile for '${scheme}:' (have ${Object.keys(PROFILES).join(', ')})`);
   return profile;
 }
