@@ -1,7 +1,8 @@
 /**
  * The Redis backend: a single Redis (or one Redis Cluster slot per lock) through ioredis.
- * Every operation is one Lua script (scripts.ts) sent by the command layer (commands.ts);
- * waiters are woken through the client's pub/sub inbox (inbox.ts). See docs/backends/redis.md.
+ * Every operation is one Lua script (scripts.ts, from the `.lua` files of ../redis-wire/lua)
+ * sent by the shared command layer (../redis-wire/commands.ts); waiters are woken through the
+ * client's pub/sub inbox (../redis-wire/inbox.ts). See docs/backends/redis.md.
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -19,21 +20,11 @@ import {
   type LockKind,
   type LockState,
 } from '../kit.js';
-import { closeClient, RedisCommands, type RedisCommandClient } from './commands.js';
-import { Inbox, type InboxMark, type RedisSubscriberClient } from './inbox.js';
-import { keyBase, lockKeys } from './keys.js';
-import { CLAIM_MS } from './prelude.js';
-import { ACQUIRE, CANCEL, CLAIM, EXTEND, INSPECT, RELEASE } from './scripts.js';
-
-/**
- * A user's own client. The backend never closes it (unless `ownsClient` is set) and talks
- * pub/sub on `client.duplicate()`, which it does close.
- */
-export interface RedisClientLike extends RedisCommandClient {
-  duplicate(): RedisSubscriberClient;
-  quit?(): Promise<unknown>;
-  disconnect?(reconnect?: boolean): void;
-}
+import { closeClient, type RedisClientLike } from '../redis-wire/clients.js';
+import { RedisCommands } from '../redis-wire/commands.js';
+import { Inbox, InboxDirectory, type InboxMark } from '../redis-wire/inbox.js';
+import { keyBase, lockKeys } from '../redis-wire/keys.js';
+import { ACQUIRE, CANCEL, CLAIM, CLAIM_MS, EXTEND, INSPECT, RELEASE } from './scripts.js';
 
 /** Options of {@link RedisBackend}. */
 export interface RedisBackendOptions {
@@ -53,6 +44,13 @@ export interface RedisBackendOptions {
   readonly label?: string;
   /** Secrets (the URL's password) that must never appear in an error message. */
   readonly secrets?: readonly string[];
+  /**
+   * Where this backend lists its inbox, and where its releases look for the waiter they
+   * messaged: a release whose waiter is listed resolves after that waiter heard its message
+   * (docs/backends/redis.md, "Waiting by notification"). Backends of one process that share
+   * one directory let each other's waiters go first. @default a directory of its own
+   */
+  readonly inboxes?: InboxDirectory;
 }
 
 /** The queue position of a waiting acquisition and the wake-up state it saw. */
@@ -81,7 +79,8 @@ const WAITER_GRACE_MS = 1_250;
 /**
  * A waiter refreshes its queue entry every third of its ttl, at most every third of this, so
  * a waiter that vanished blocks a fair queue for at most this + grace, even under a ttl of
- * hours. (A head handed the lock that never claims it is skipped much sooner: scripts.ts.)
+ * hours. (A head handed the lock that never claims it is skipped much sooner, at the end of
+ * its claim window: docs/backends/redis.md, "Waiting by notification".)
  */
 const MAX_WAITER_PERIOD_MS = 30_000;
 
@@ -106,6 +105,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   readonly #healthCheckMs: number;
   readonly #commands: RedisCommands;
   readonly #inbox: Inbox;
+  readonly #inboxes: InboxDirectory;
   /** This client's id: waiter ids are `<id>.<n>`, wake-ups arrive on `<prefix>w:<id>`. */
   readonly #clientId = randomBytes(12).toString('base64url');
   #waiterSeq = 0;
@@ -123,10 +123,12 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       label: options.label ?? 'redis',
       ...(options.secrets ? { secrets: options.secrets } : {}),
     });
-    this.#inbox = new Inbox(() => client.duplicate(), `${this.#inboxPrefix}${this.#clientId}`, this.#commands, this.#healthCheckMs);
+    this.#inboxes = options.inboxes ?? new InboxDirectory();
+    const channel = `${this.#inboxPrefix}${this.#clientId}`;
+    this.#inbox = new Inbox(() => client.duplicate(), channel, this.#commands, this.#healthCheckMs, this.#inboxes);
   }
 
-  /** The base of every key of `lockId` (see keys.ts). */
+  /** The base of every key of `lockId` (see ../redis-wire/keys.ts). */
   keyBase(lockId: string): string {
     return keyBase(this.#prefix, lockId);
   }
@@ -276,7 +278,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     // message arrives just after this reply): the critical path of a hand-off is its wake-up,
     // not the releaser's next step — say, its own next acquire barging in.
     const clientId = ok.slice(0, ok.indexOf('.'));
-    const heard = Inbox.heard(`${this.#inboxPrefix}${clientId}`, ok, sentAt, HEAR_CAP_MS);
+    const heard = this.#inboxes.heard(`${this.#inboxPrefix}${clientId}`, ok, sentAt, HEAR_CAP_MS);
     if (heard) await heard;
     return true;
   }
