@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import type { AcquireRequest, Backend, Grant } from '../../src/backend.js';
-import { createBackend } from '../../src/backends/redis/index.js';
+import { createBackend, InboxDirectory, RedisBackend } from '../../src/backends/redis/index.js';
 import type { RedisTicket } from '../../src/backends/redis/backend.js';
 import { LockLostError } from '../../src/errors.js';
 import { CLAIM_MS } from '../../src/backends/redis/scripts.js';
@@ -218,13 +218,20 @@ describe('redis: fair hand-off', () => {
     assert.equal((await a.inspect(lockId)).holders.length, 0);
   });
 
-  test('a release lets a waiter of the same process go first: it holds before the release resolves', T, async () => {
+  test('a release lets a waiter listed in its inbox directory go first: it holds before the release resolves', T, async () => {
     // b's messages come 3 ms later than a's replies (as from a busier connection): a release
     // that only yielded a turn would resolve first.
     const port = Number(new URL(server.url).port);
     const proxy = await startFaultProxy({ targetPort: port, mode: 'latency', latencyMs: 3 });
-    const a = createLocker(server.url, { ttlMs: 10_000 });
-    const b = createLocker(`redis://${proxy.address}`, { ttlMs: 10_000 });
+    // Two backends of one process that share an inbox directory (each has its own by default).
+    const inboxes = new InboxDirectory();
+    const connect = async (url: string): Promise<Backend> => {
+      const client = new Redis(url, { lazyConnect: true });
+      await client.connect();
+      return new RedisBackend(client, { inboxes, ownsClient: true });
+    };
+    const a = createLocker(await connect(server.url), { ttlMs: 10_000 });
+    const b = createLocker(await connect(`redis://${proxy.address}`), { ttlMs: 10_000 });
     try {
       const lockId = `same-process:${randomBytes(6).toString('hex')}`;
       const rounds = 40;
