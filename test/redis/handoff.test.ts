@@ -134,16 +134,18 @@ describe('redis: fair hand-off', () => {
     const lockId = `handoff-stale:${randomBytes(6).toString('hex')}`;
     const { a, b, held, reqB, ticket, woken } = await sleepingBehind(lockId);
     // A message that was late (a slow subscriber): its window ended 1 ms before the server
-    // answered b's last attempt, so whatever it handed over may be someone else's by now.
+    // answered b's last attempt, so whatever it handed over may be someone else's by now. It
+    // carries the attempt's secret and a token above the last one: only its window is wrong.
     const clientId = ticket.waiterId.split('.')[0] ?? '';
-    await admin.publish(`locksmith:w:${clientId}`, `${ticket.waiterId}|${held.token}|${ticket.serverMs - 1}`);
+    const late = `${ticket.waiterId}|${ticket.lastToken + 1n}|${ticket.serverMs - 1}|${ticket.secret}`;
+    await admin.publish(`locksmith:w:${clientId}`, late);
     await woken;
     const r = await b.tryAcquire({ ...reqB, ticket });
     assert.equal(r.granted, false, 'a stale hand-off message must not grant while a holds the lock');
     assert.equal(await a.release(held), true);
   });
 
-  test('a head that never claims its hand-off is skipped within the claim window, not its ttl (issue 9, item 3)', T, async () => {
+  test('a head that never claims its hand-off is skipped within the claim window, not its ttl', T, async () => {
     const lockId = `handoff-ghost:${randomBytes(6).toString('hex')}`;
     const a = await backend();
     const ghost = await backend();

@@ -26,6 +26,11 @@ export interface HandOff {
   readonly token: string;
   /** Server time (ms) at which the handed hold runs out unless claimed. */
   readonly expiresAt: number;
+  /**
+   * The secret of the waiter's attempt that the release script read from the queue entry:
+   * a message without the current one was not sent by a release (anyone may PUBLISH).
+   */
+  readonly secret: string;
   /** The message count when it arrived (compared with an {@link InboxMark}). */
   readonly seen: number;
 }
@@ -273,12 +278,12 @@ export class Inbox {
 
   /**
    * A message is the id of the waiter that should re-check now, followed for a hand-off by
-   * `|token|expiresAt`; or `<id>|next|<ms>`: the lock was handed to the waiter ahead, so
+   * `|token|expiresAt|secret`; or `<id>|next|<ms>`: the lock was handed to the waiter ahead, so
    * re-check within that claim window, not now (`after_release` in lua/prelude-handoff.lua).
    */
   #onMessage(message: string): void {
     this.#received += 1;
-    const [waiterId = '', token, expiresAt] = message.split('|');
+    const [waiterId = '', token, expiresAt, secret = ''] = message.split('|');
     // A release waiting on this message goes on in the check phase, after every microtask:
     // the waiter's wake-up below (its attempt or claim already written) runs first.
     const hearers = this.#hearers.get(waiterId);
@@ -295,7 +300,7 @@ export class Inbox {
     }
     this.#wokenAt.set(waiterId, this.#received);
     if (token !== undefined && expiresAt !== undefined && /^\d+$/.test(token)) {
-      this.#handed.set(waiterId, { token, expiresAt: Number(expiresAt), seen: this.#received });
+      this.#handed.set(waiterId, { token, expiresAt: Number(expiresAt), secret, seen: this.#received });
     }
     for (const s of [...this.#sleepers]) if (s.waiterId === waiterId) s.wake();
   }

@@ -64,6 +64,13 @@ export interface RedisTicket {
   /** Local monotonic time the attempt was sent, and the server time (ms) it was answered at. */
   readonly sentAt: number;
   readonly serverMs: number;
+  /**
+   * The attempt's random secret, stored in its queue entry: a release that hands this waiter
+   * the lock puts it in the message ('' when the request cannot be handed the lock).
+   */
+  readonly secret: string;
+  /** The lock's last fencing token when the attempt was answered: a hand-off is above it. */
+  readonly lastToken: bigint;
 }
 
 /** What the backend keeps in `Grant.data`: the hash field of the hold. */
@@ -157,6 +164,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     // seen by waitForChange, so a release between the attempt and the wait is not lost.
     const mark = this.#inbox.mark(waiterId);
     const capMs = Math.max(10, Math.floor(Math.min(req.ttlMs, MAX_WAITER_PERIOD_MS) / 3));
+    const secret = req.wait && req.fair && (req.kind === 'mutex' || req.kind === 'write') ? randomBytes(12).toString('base64url') : '';
     const sentAt = performance.now();
     let reply: unknown;
     try {
@@ -171,12 +179,13 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
         waiterId,
         3 * capMs + WAITER_GRACE_MS,
         this.#inboxPrefix,
+        secret,
       ]);
     } catch (err) {
       this.#inbox.forget(waiterId);
       throw err;
     }
-    const [code, a, b] = Array.isArray(reply) ? (reply as unknown[]) : [reply];
+    const [code, a, b, last] = Array.isArray(reply) ? (reply as unknown[]) : [reply];
     if (code === 1 || code === 2) {
       this.#inbox.forget(waiterId);
       const grant: Grant<RedisGrantData> = {
@@ -191,22 +200,31 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       return { granted: true, grant };
     }
     if (!req.wait) return { granted: false, contended: { ticket: undefined } };
-    return { granted: false, contended: { ticket: { waiterId, hintMs: Number(a), capMs, mark, sentAt, serverMs: Number(b) } } };
+    const lastToken = BigInt(String(last ?? '0'));
+    return {
+      granted: false,
+      contended: { ticket: { waiterId, hintMs: Number(a), capMs, mark, sentAt, serverMs: Number(b), secret, lastToken } },
+    };
   }
 
   /**
    * A release handed this waiter the lock and its message said so: hold on receipt, for what
    * the hand-off vouches for, and claim the full lease in the background (the grant's
-   * `confirmation`). The last attempt, sent at `ticket.sentAt` and answered at server time
-   * `ticket.serverMs`, found no hand-off to claim, so the hold runs at least
-   * `expiresAt − serverMs` past that send. With less than half the window left, claim with a
-   * round trip instead (the attempt's own claim path).
+   * `confirmation`). Only a message with the last attempt's secret counts (the release script
+   * read it from the queue entry; anyone allowed to PUBLISH could send the rest), and only
+   * with a token above the last one that attempt saw. That attempt, sent at `ticket.sentAt`
+   * and answered at server time `ticket.serverMs`, found no hand-off to claim, so the hold
+   * runs at least `expiresAt − serverMs` past that send; never more than the claim window a
+   * release grants. With less than half the window left, claim with a round trip instead (the
+   * attempt's own claim path).
    */
   #holdOnReceipt(req: AcquireRequest<RedisTicket>, ticket: RedisTicket): Grant<RedisGrantData> | undefined {
     const handOff = this.#inbox.handedSince(ticket.waiterId, ticket.mark);
     if (!handOff || (req.kind !== 'mutex' && req.kind !== 'write')) return undefined;
-    const ttlMs = Math.floor(ticket.sentAt + (handOff.expiresAt - ticket.serverMs) - performance.now());
-    if (!(ttlMs >= Math.min(req.ttlMs, CLAIM_MS) / 2)) return undefined;
+    if (ticket.secret === '' || handOff.secret !== ticket.secret || !(BigInt(handOff.token) > ticket.lastToken)) return undefined;
+    const windowMs = Math.min(req.ttlMs, CLAIM_MS);
+    const ttlMs = Math.min(windowMs, Math.floor(ticket.sentAt + (handOff.expiresAt - ticket.serverMs) - performance.now()));
+    if (!(ttlMs >= windowMs / 2)) return undefined;
     this.#inbox.forget(ticket.waiterId);
     const field = req.ownerId;
     const confirmation = this.#commands

@@ -59,4 +59,3 @@ export function redisOptions(url: URL, options: ConnectOptions = {}): RedisUrlOp
     },
   };
 }
-

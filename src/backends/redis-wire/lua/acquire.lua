@@ -6,7 +6,7 @@ local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS
 local kind, permits, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local ttl, delay = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fair, wait, wid = ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
-local wttl, inbox = tonumber(ARGV[9]), ARGV[10]
+local wttl, inbox, secret = tonumber(ARGV[9]), ARGV[10], ARGV[11]
 local now, now_us = clock()
 
 -- A new hold with the next fencing token (among other holders or waiters).
@@ -93,12 +93,11 @@ end
 if ok then return grant(rank) end
 
 if wait and wid ~= '' then
-  if not rank then
-    redis.call('ZADD', q, redis.call('INCR', qs), wid)
-    local f = '0'
-    if fair then f = '1' end
-    redis.call('HSET', qw, wid, kind .. f .. '|' .. fmt(ttl) .. '|' .. fmt(delay) .. '|' .. owner)
-  end
+  if not rank then redis.call('ZADD', q, redis.call('INCR', qs), wid) end
+  local f = '0'
+  if fair then f = '1' end
+  -- Rewritten by every attempt: a hand-off message carries this attempt's secret only.
+  redis.call('HSET', qw, wid, kind .. f .. '|' .. fmt(ttl) .. '|' .. fmt(delay) .. '|' .. secret .. '|' .. owner)
   redis.call('ZADD', qx, fmt(now + wttl), wid)
   touch_queue(q, qx, qw, qs)
 end
@@ -111,7 +110,8 @@ if b[2] and b[1] ~= wid then
   local v = tonumber(b[2])
   if not best or v < best then best = v end
 end
-if not best then return {0, -1, fmt(now)} end
+local last = redis.call('GET', t) or '0'
+if not best then return {0, -1, fmt(now), last} end
 local hint = best - now
 if hint < 1 then hint = 1 end
-return {0, hint, fmt(now)}
+return {0, hint, fmt(now), last}

@@ -33,9 +33,10 @@ local function take_handoff(h, x, t, field, kind, count, token, exp, ttl, delay,
 end
 -- After a hold ended: hand the lock to a fair exclusive head waiter when nobody else holds,
 -- else wake the head. A hand-off is a hold the head must claim (CLAIM, or its next attempt)
--- within CLAIM_MS, with no lockDelay until then: a head that vanished is skipped within that
--- bound, not a whole ttl. Its message carries the token and the end of that window, so the
--- head may hold on receipt. The next in line is told the window, to re-check when it ends.
+-- within CLAIM_MS: a head that vanished is skipped within that bound (plus its lockDelay, as
+-- it may have held on receipt), not a whole ttl. Its message carries the token, the end of
+-- that window and the secret of the head's last attempt (read here, never sent by anyone
+-- else), so the head may hold on receipt. The next in line is told when to re-check.
 -- Call it only when the queue key exists. Returns the id of the waiter it woke or handed the
 -- lock to, or false.
 local CLAIM_MS = 2000
@@ -45,23 +46,24 @@ local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
   if not nxt then return false end
   local info = redis.call('HGET', qw, nxt)
   if info and redis.call('EXISTS', h) == 0 then
-    local k, f, ttl, owner = string.match(info, '^(%a)(%d)|(%d+)|%d+|(.*)$')
-    if f == '1' and (k == 'm' or k == 'w') then
+    local k, f, ttl, dl, secret, owner = string.match(info, '^(%a)(%d)|(%d+)|(%d+)|([^|]*)|(.*)$')
+    if f == '1' and (k == 'm' or k == 'w') and secret ~= '' then
       local claim = tonumber(ttl)
       if claim > CLAIM_MS then claim = CLAIM_MS end
       local tok = next_token(t, now_us)
-      local at = now + claim
-      redis.call('HSET', h, owner, pack(k, 1, tok, at, 0, nxt))
-      redis.call('ZADD', x, fmt(at), owner)
-      redis.call('SET', t, tok, 'PXAT', fmt(at + 601000))
-      redis.call('PEXPIREAT', h, fmt(at + 1000))
-      redis.call('PEXPIREAT', x, fmt(at + 1000))
+      local delay = tonumber(dl)
+      local at, free = now + claim, now + claim + delay
+      redis.call('HSET', h, owner, pack(k, 1, tok, at, delay, nxt))
+      redis.call('ZADD', x, fmt(free), owner)
+      redis.call('SET', t, tok, 'PXAT', fmt(free + 601000))
+      redis.call('PEXPIREAT', h, fmt(free + 1000))
+      redis.call('PEXPIREAT', x, fmt(free + 1000))
       -- No touch_queue: removing an entry never moves the latest expiry of the rest later.
       dequeue(q, qx, qw, nxt)
       -- Redis writes the last reply queued first: the head's message goes out before the notice.
       local second = head(q)
-      if second then notify(inbox, second, second .. '|next|' .. fmt(claim)) end
-      notify(inbox, nxt, nxt .. '|' .. tok .. '|' .. fmt(at))
+      if second then notify(inbox, second, second .. '|next|' .. fmt(free - now)) end
+      notify(inbox, nxt, nxt .. '|' .. tok .. '|' .. fmt(at) .. '|' .. secret)
       return nxt
     end
   end
