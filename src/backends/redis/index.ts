@@ -11,6 +11,8 @@ import { redact, secretsOf, unavailable, withDeadline, BackendUnavailableError, 
 import { RedisBackend } from './backend.js';
 import { SENTINEL_PROTOCOL, sentinelOptions } from './sentinel.js';
 import { redisOptions } from './url.js';
+import { checkVersion } from './version.js';
+import { UnsupportedError } from '../../errors.js';
 
 export { RedisBackend, REDIS_CAPABILITIES } from './backend.js';
 export type { RedisBackendOptions, RedisGrantData, RedisTicket } from './backend.js';
@@ -21,12 +23,14 @@ export type { LuaScript } from '../redis-wire/lua.js';
 export { keyBase, lockKeys, type LockKeys } from '../redis-wire/keys.js';
 export { sentinelOptions } from './sentinel.js';
 export { redisOptions, type RedisUrlOptions } from './url.js';
+export { MIN_REDIS_VERSION } from './version.js';
 
 /**
  * Connect to the Redis at `url` and return its backend once the connection is up and the
  * database selected. Rejects with `BackendUnavailableError` carrying the real cause
  * (ECONNREFUSED, WRONGPASS, NOAUTH, a database index out of range) within
- * `options.connectTimeoutMs` (default 10 000 ms), or with `options.signal`'s reason.
+ * `options.connectTimeoutMs` (default 10 000 ms), with `UnsupportedError` for a server older
+ * than Redis 6.2 (`MIN_REDIS_VERSION`), or with `options.signal`'s reason.
  */
 export async function createBackend(url: URL, options: ConnectOptions = {}): Promise<Backend> {
   const parsed = url.protocol === SENTINEL_PROTOCOL ? sentinelOptions(url, (u) => redisOptions(u, options)) : redisOptions(url, options);
@@ -46,6 +50,7 @@ export async function createBackend(url: URL, options: ConnectOptions = {}): Pro
   } catch (err) {
     client.disconnect(false);
     if (options.signal?.aborted && err === options.signal.reason) throw err;
+    if (err instanceof UnsupportedError) throw err;
     // A timeout names what went wrong meanwhile (a refused Sentinel, an unknown master).
     const cause =
       firstError !== undefined && !(err instanceof BackendUnavailableError) ? (err instanceof ConnectTimeout ? err : firstError) : err;
@@ -64,4 +69,5 @@ class ConnectTimeout extends Error {}
 async function checkedConnect(client: Redis, db: number): Promise<void> {
   await client.connect();
   if (db !== 0) await client.select(db);
+  await checkVersion(client);
 }
