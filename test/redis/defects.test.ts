@@ -57,6 +57,33 @@ describe('redis: ghost holders and waiters', () => {
     await next.release();
   });
 
+  test('an acquire with an explicit owner whose reply timed out leaves no hold behind either', T, async () => {
+    const lockId = id('ghost-owner');
+    // As `locksmith run` does: the owner is the caller's, not generated per acquisition.
+    const a = locker(`${server.url}?commandTimeoutMs=300`, { ttlMs: 60_000 });
+    const b = locker(server.url, { ttlMs: 60_000 });
+    await (await a.lock(id('warm-up'))).release();
+    const err = await whilePaused(() => a.lock(lockId, { owner: 'deploy-job' }));
+    assert.ok(err instanceof BackendUnavailableError, String(err));
+    const next = await b.lock(lockId, { timeoutMs: 10_000 });
+    await next.release();
+  });
+
+  test('a re-entry with an explicit owner whose reply timed out leaves the count as it was', T, async () => {
+    const lockId = id('ghost-reentry');
+    const a = locker(`${server.url}?commandTimeoutMs=300`, { ttlMs: 60_000 });
+    const b = locker(server.url, { ttlMs: 60_000 });
+    const c = locker(server.url, { ttlMs: 60_000 });
+    await (await a.lock(id('warm-up'))).release();
+    // b holds as 'deploy-job'; a's re-entry under the same owner is lost in a pause.
+    const held = await b.lock(lockId, { owner: 'deploy-job' });
+    const err = await whilePaused(() => a.lock(lockId, { owner: 'deploy-job' }));
+    assert.ok(err instanceof BackendUnavailableError, String(err));
+    await eventually('the lost re-entry undone', async () => (await b.inspect(lockId)).holders[0]?.count === 1, 10_000);
+    await held.release();
+    await (await c.lock(lockId, { timeoutMs: 10_000 })).release();
+  });
+
   test('a fair waiter whose attempt timed out leaves no queue entry in front of the next waiter', T, async () => {
     const lockId = id('ghost-waiter');
     const holder = locker(server.url, { ttlMs: 60_000, fair: true });

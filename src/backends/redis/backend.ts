@@ -24,7 +24,7 @@ import { closeClient, type RedisClientLike } from '../redis-wire/clients.js';
 import { RedisCommands } from '../redis-wire/commands.js';
 import { Inbox, InboxDirectory, type InboxMark } from '../redis-wire/inbox.js';
 import { keyBase, lockKeys } from '../redis-wire/keys.js';
-import { ACQUIRE, CANCEL, CLAIM, CLAIM_MS, EXTEND, INSPECT, RELEASE } from './scripts.js';
+import { ACQUIRE, CANCEL, CLAIM, CLAIM_MS, EXTEND, INSPECT, RELEASE, UNDO } from './scripts.js';
 
 /** Options of {@link RedisBackend}. */
 export interface RedisBackendOptions {
@@ -116,6 +116,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   /** This client's id: waiter ids are `<id>.<n>`, wake-ups arrive on `<prefix>w:<id>`. */
   readonly #clientId = randomBytes(12).toString('base64url');
   #waiterSeq = 0;
+  #attemptSeq = 0;
   #closed = false;
 
   /** Wrap `client`; see {@link RedisBackendOptions}. */
@@ -166,25 +167,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     const capMs = Math.max(10, Math.floor(Math.min(req.ttlMs, MAX_WAITER_PERIOD_MS) / 3));
     const secret = req.wait && req.fair && (req.kind === 'mutex' || req.kind === 'write') ? randomBytes(12).toString('base64url') : '';
     const sentAt = performance.now();
-    let reply: unknown;
-    try {
-      reply = await this.#commands.eval(ACQUIRE, lockKeys(this.#prefix, req.lockId), [
-        KIND_LETTER[req.kind],
-        req.permits,
-        req.ownerId,
-        req.ttlMs,
-        req.lockDelayMs,
-        req.fair ? '1' : '0',
-        req.wait ? '1' : '0',
-        waiterId,
-        3 * capMs + WAITER_GRACE_MS,
-        this.#inboxPrefix,
-        secret,
-      ]);
-    } catch (err) {
-      this.#inbox.forget(waiterId);
-      throw err;
-    }
+    const reply = await this.#attempt(req, waiterId, capMs, secret);
     const [code, a, b, last] = Array.isArray(reply) ? (reply as unknown[]) : [reply];
     if (code === 1 || code === 2) {
       this.#inbox.forget(waiterId);
@@ -205,6 +188,40 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       granted: false,
       contended: { ticket: { waiterId, hintMs: Number(a), capMs, mark, sentAt, serverMs: Number(b), secret, lastToken } },
     };
+  }
+
+  /**
+   * Send one ACQUIRE. An explicit owner's attempt carries a stamp that its hold keeps: when the
+   * reply never comes, UNDO is queued right behind it on the same connection and takes back
+   * exactly what it did once the server runs both (the core cleans up only generated owners,
+   * whose every hold is this acquisition's; an explicit owner may hold from elsewhere).
+   */
+  async #attempt(req: AcquireRequest<RedisTicket>, waiterId: string, capMs: number, secret: string): Promise<unknown> {
+    const stamp = req.freshOwner ? '' : `~${this.#clientId}.${(++this.#attemptSeq).toString(36)}`;
+    const keys = lockKeys(this.#prefix, req.lockId);
+    try {
+      return await this.#commands.eval(ACQUIRE, keys, [
+        KIND_LETTER[req.kind],
+        req.permits,
+        req.ownerId,
+        req.ttlMs,
+        req.lockDelayMs,
+        req.fair ? '1' : '0',
+        req.wait ? '1' : '0',
+        waiterId,
+        3 * capMs + WAITER_GRACE_MS,
+        this.#inboxPrefix,
+        secret,
+        stamp,
+      ]);
+    } catch (err) {
+      this.#inbox.forget(waiterId);
+      // A queue entry of a later attempt is the core's to cancel (it has the ticket).
+      const args = [req.ownerId, stamp, req.ticket ? '' : waiterId, this.#inboxPrefix];
+      // EVAL, not EVALSHA: a script cache lost meanwhile must not turn the undo into NOSCRIPT.
+      if (stamp !== '' && !this.#closed) this.#commands.evalSource(UNDO, keys, args).catch(() => undefined);
+      throw err;
+    }
   }
 
   /**

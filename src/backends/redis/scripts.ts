@@ -8,12 +8,12 @@
  *
  * | key  | type | content |
  * |------|------|---------|
- * | `h`  | hash | holder field → `kind|count|token|expiresAt|lockDelay|handedToWaiterId` (field = ownerId; `ownerId\0token` for a semaphore permit) |
+ * | `h`  | hash | holder field → `kind|count|token|expiresAt|lockDelay|mark` (field = ownerId; `ownerId\0token` for a semaphore permit; mark = the waiter id a hand-off is for, or `~<attempt id>` of an explicit owner's attempt, or '') |
  * | `x`  | zset | holder field → the server time (ms) until which it blocks others (`expiresAt + lockDelay`) |
  * | `t`  | string | the last fencing token (kept 10 min past the last hold) |
  * | `q`  | zset | waiter id → arrival number (the queue order) |
  * | `qx` | zset | waiter id → the server time (ms) at which the entry expires unless its waiter re-attempts |
- * | `qw` | hash | waiter id → `<kind letter><1 fair / 0>|ttl|lockDelay|ownerId` (what a hand-off needs) |
+ * | `qw` | hash | waiter id → `<kind letter><1 fair / 0>|ttl|lockDelay|secret|ownerId` (what a hand-off needs; the secret of the waiter's last attempt) |
  * | `qs` | string | the arrival counter |
  *
  * All expiry is decided by the server's clock (`TIME`), never the clients': a holder is
@@ -58,10 +58,12 @@ function claimMs(lua: string): number {
 /**
  * One acquisition attempt.
  * KEYS: h x t q qx qw qs.
- * ARGV: kind letter, permits, ownerId, ttlMs, lockDelayMs, fair, wait, waiterId, waiterTtlMs, inbox prefix.
+ * ARGV: kind letter, permits, ownerId, ttlMs, lockDelayMs, fair, wait, waiterId, waiterTtlMs,
+ * inbox prefix, secret (of a waiter that may be handed the lock, else ''), stamp (`~<attempt
+ * id>` for an explicit owner, kept in the hold for UNDO, else '').
  * Returns `{1, token, field}` (new hold), `{2, token, field}` (re-entered) or
- * `{0, hintMs, serverNowMs}` (contended; hintMs = time until the earliest holder or queue
- * entry runs out, -1 if none).
+ * `{0, hintMs, serverNowMs, lastToken}` (contended; hintMs = time until the earliest holder or
+ * queue entry runs out, -1 if none).
  */
 export const ACQUIRE = loadScript('acquire');
 
@@ -97,6 +99,15 @@ export const RELEASE = loadScript('release');
  * Returns 1 when there was something to undo.
  */
 export const CANCEL = loadScript('cancel');
+
+/**
+ * Undo an attempt whose reply never came, for an explicit owner (whose other holds, re-entered
+ * from elsewhere, must stay): drops the hold, or the one level of re-entry, stamped with the
+ * attempt's id, and the attempt's queue entry; hands the lock on when that freed it.
+ * KEYS: h x t q qx qw qs. ARGV: ownerId, stamp (`~<attempt id>`), waiterId, inbox prefix.
+ * Returns 1 when there was something to undo.
+ */
+export const UNDO = loadScript('undo');
 
 /**
  * Read-only view for `inspect`. KEYS: h x t qx.

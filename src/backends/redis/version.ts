@@ -2,7 +2,7 @@
  * The oldest Redis the scripts run on: they set expiries with `SET … PXAT` (Redis 6.2). A
  * URL-made backend checks the server's version once at connect, so an older server fails
  * there with a message naming the minimum instead of with a Lua error at the first lock.
- * See docs/backends/redis.md, "Connections and failures".
+ * See docs/backends/redis.md (the minimum version, under the URL forms).
  */
 import { UnsupportedError } from '../../errors.js';
 

@@ -6,7 +6,8 @@ local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS
 local kind, permits, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local ttl, delay = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fair, wait, wid = ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
-local wttl, inbox, secret = tonumber(ARGV[9]), ARGV[10], ARGV[11]
+-- stamp: '' or '~<attempt id>', kept in the hold so that UNDO finds what this attempt did.
+local wttl, inbox, secret, stamp = tonumber(ARGV[9]), ARGV[10], ARGV[11], ARGV[12]
 local now, now_us = clock()
 
 -- A new hold with the next fencing token (among other holders or waiters).
@@ -14,7 +15,7 @@ local function grant(rank)
   local tok = next_token(t, now_us)
   local field = owner
   if kind == 's' then field = owner .. '\0' .. tok end
-  redis.call('HSET', h, field, pack(kind, 1, tok, now + ttl, delay, ''))
+  redis.call('HSET', h, field, pack(kind, 1, tok, now + ttl, delay, stamp))
   redis.call('ZADD', x, fmt(now + ttl + delay), field)
   redis.call('SET', t, tok)
   touch_holders(h, x, t)
@@ -47,6 +48,7 @@ if kind ~= 's' then
         redis.call('ZADD', x, fmt(exp + dl), owner)
         touch_holders(h, x, t)
       end
+      if stamp ~= '' and (hw == '' or string.sub(hw, 1, 1) == '~') then hw = stamp end
       redis.call('HSET', h, owner, pack(hk, count + 1, token, exp, dl, hw))
       dequeue(q, qx, qw, wid)
       touch_queue(q, qx, qw, qs)
