@@ -71,6 +71,8 @@ export interface RedisTicket {
   readonly secret: string;
   /** The lock's last fencing token when the attempt was answered: a hand-off is above it. */
   readonly lastToken: bigint;
+  /** The attempt's round trip (ms): what a claim of a hand-off is expected to take. */
+  readonly rttMs: number;
 }
 
 /** What the backend keeps in `Grant.data`: the hash field of the hold. */
@@ -186,7 +188,19 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     const lastToken = BigInt(String(last ?? '0'));
     return {
       granted: false,
-      contended: { ticket: { waiterId, hintMs: Number(a), capMs, mark, sentAt, serverMs: Number(b), secret, lastToken } },
+      contended: {
+        ticket: {
+          waiterId,
+          hintMs: Number(a),
+          capMs,
+          mark,
+          sentAt,
+          serverMs: Number(b),
+          secret,
+          lastToken,
+          rttMs: performance.now() - sentAt,
+        },
+      },
     };
   }
 
@@ -241,7 +255,11 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     if (ticket.secret === '' || handOff.secret !== ticket.secret || !(BigInt(handOff.token) > ticket.lastToken)) return undefined;
     const windowMs = Math.min(req.ttlMs, CLAIM_MS);
     const ttlMs = Math.min(windowMs, Math.floor(ticket.sentAt + (handOff.expiresAt - ticket.serverMs) - performance.now()));
-    if (!(ttlMs >= windowMs / 2)) return undefined;
+    // The claim's reply must come well within what the hold vouches for: else the holder
+    // would be told it lost a lock the server granted it for the full ttl. A slow connection
+    // claims with the attempt instead, whose grant counts from its own send.
+    if (!(ttlMs >= windowMs / 2) || !(ticket.rttMs < ttlMs / 2)) return undefined;
+    const vouchedUntil = performance.now() + ttlMs;
     this.#inbox.forget(ticket.waiterId);
     const field = req.ownerId;
     const confirmation = this.#commands
@@ -255,11 +273,22 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       ])
       .then((ok): Extension => {
         if (ok !== 1) throw new LockLostError(req.lockId, 'not-held', { context: { backend: this.name } });
-        return { ttlMs: req.ttlMs };
+        if (performance.now() < vouchedUntil) return { ttlMs: req.ttlMs };
+        // Too late: the holder's validity ran out before this reply, so it counts the lock as
+        // lost (expired). Give back the full lease the claim took, not block the lock for it.
+        this.#giveBack(req, field, handOff.token);
+        throw new LockLostError(req.lockId, 'expired', { context: { backend: this.name } });
       });
     confirmation.catch(() => undefined);
     const token = BigInt(handOff.token);
     return { lockId: req.lockId, kind: req.kind, ownerId: req.ownerId, token, ttlMs, reentered: false, data: { field }, confirmation };
+  }
+
+  /** Release a hold nobody will use (best effort; it passes on to the next in line). */
+  #giveBack(req: AcquireRequest<RedisTicket>, field: string, token: string): void {
+    if (this.#closed) return;
+    const args = [field, KIND_LETTER[req.kind], token, this.#inboxPrefix];
+    this.#commands.eval(RELEASE, lockKeys(this.#prefix, req.lockId), args).catch(() => undefined);
   }
 
   /**
