@@ -96,6 +96,25 @@ const MAX_WAITER_PERIOD_MS = 30_000;
 /** How long a release waits for its message to reach a waiter of the same process. */
 const HEAR_CAP_MS = 25;
 
+/**
+ * Random 96-bit secrets, cut from a pooled string: one `randomBytes` call per attempt cost
+ * about 2 µs, a visible share of an uncontended fair lock.
+ */
+class Secrets {
+  /** 256 secrets of 12 random bytes, as base64url (16 characters each, no padding). */
+  #pool = '';
+  #at = 0;
+
+  next(): string {
+    if (this.#at >= this.#pool.length) {
+      this.#pool = randomBytes(12 * 256).toString('base64url');
+      this.#at = 0;
+    }
+    this.#at += 16;
+    return this.#pool.slice(this.#at - 16, this.#at);
+  }
+}
+
 /** What the Redis backend can do (every capability of the seam). */
 export const REDIS_CAPABILITIES: Capabilities = EVERY_CAPABILITY;
 
@@ -117,6 +136,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   readonly #inboxes: InboxDirectory;
   /** This client's id: waiter ids are `<id>.<n>`, wake-ups arrive on `<prefix>w:<id>`. */
   readonly #clientId = randomBytes(12).toString('base64url');
+  readonly #secrets = new Secrets();
   #waiterSeq = 0;
   #attemptSeq = 0;
   #closed = false;
@@ -167,7 +187,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     // seen by waitForChange, so a release between the attempt and the wait is not lost.
     const mark = this.#inbox.mark(waiterId);
     const capMs = Math.max(10, Math.floor(Math.min(req.ttlMs, MAX_WAITER_PERIOD_MS) / 3));
-    const secret = req.wait && req.fair && (req.kind === 'mutex' || req.kind === 'write') ? randomBytes(12).toString('base64url') : '';
+    const secret = req.wait && req.fair && (req.kind === 'mutex' || req.kind === 'write') ? this.#secrets.next() : '';
     const sentAt = performance.now();
     const reply = await this.#attempt(req, waiterId, capMs, secret);
     const [code, a, b, last] = Array.isArray(reply) ? (reply as unknown[]) : [reply];
