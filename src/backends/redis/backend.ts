@@ -189,7 +189,14 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     const capMs = Math.max(10, Math.floor(Math.min(req.ttlMs, MAX_WAITER_PERIOD_MS) / 3));
     const secret = req.wait && req.fair && (req.kind === 'mutex' || req.kind === 'write') ? this.#secrets.next() : '';
     const sentAt = performance.now();
-    const reply = await this.#attempt(req, waiterId, capMs, secret);
+    const stamp = req.freshOwner ? '' : `~${this.#clientId}.${(++this.#attemptSeq).toString(36)}`;
+    let reply: unknown;
+    try {
+      reply = await this.#attempt(req, waiterId, capMs, secret, stamp);
+    } catch (err) {
+      this.#lostAttempt(req, waiterId, stamp);
+      throw err;
+    }
     const [code, a, b, last] = Array.isArray(reply) ? (reply as unknown[]) : [reply];
     if (code === 1 || code === 2) {
       this.#inbox.forget(waiterId);
@@ -226,36 +233,35 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
 
   /**
    * Send one ACQUIRE. An explicit owner's attempt carries a stamp that its hold keeps: when the
-   * reply never comes, UNDO is queued right behind it on the same connection and takes back
-   * exactly what it did once the server runs both (the core cleans up only generated owners,
+   * reply never comes, UNDO is queued right behind it on the same connection
+   * ({@link #lostAttempt}) and takes back exactly what it did once the server runs both (the core cleans up only generated owners,
    * whose every hold is this acquisition's; an explicit owner may hold from elsewhere).
    */
-  async #attempt(req: AcquireRequest<RedisTicket>, waiterId: string, capMs: number, secret: string): Promise<unknown> {
-    const stamp = req.freshOwner ? '' : `~${this.#clientId}.${(++this.#attemptSeq).toString(36)}`;
-    const keys = lockKeys(this.#prefix, req.lockId);
-    try {
-      return await this.#commands.eval(ACQUIRE, keys, [
-        KIND_LETTER[req.kind],
-        req.permits,
-        req.ownerId,
-        req.ttlMs,
-        req.lockDelayMs,
-        req.fair ? '1' : '0',
-        req.wait ? '1' : '0',
-        waiterId,
-        3 * capMs + WAITER_GRACE_MS,
-        this.#inboxPrefix,
-        secret,
-        stamp,
-      ]);
-    } catch (err) {
-      this.#inbox.forget(waiterId);
-      // A queue entry of a later attempt is the core's to cancel (it has the ticket).
-      const args = [req.ownerId, stamp, req.ticket ? '' : waiterId, this.#inboxPrefix];
-      // EVAL, not EVALSHA: a script cache lost meanwhile must not turn the undo into NOSCRIPT.
-      if (stamp !== '' && !this.#closed) this.#commands.evalSource(UNDO, keys, args).catch(() => undefined);
-      throw err;
-    }
+  #attempt(req: AcquireRequest<RedisTicket>, waiterId: string, capMs: number, secret: string, stamp: string): Promise<unknown> {
+    return this.#commands.eval(ACQUIRE, lockKeys(this.#prefix, req.lockId), [
+      KIND_LETTER[req.kind],
+      req.permits,
+      req.ownerId,
+      req.ttlMs,
+      req.lockDelayMs,
+      req.fair ? '1' : '0',
+      req.wait ? '1' : '0',
+      waiterId,
+      3 * capMs + WAITER_GRACE_MS,
+      this.#inboxPrefix,
+      secret,
+      stamp,
+    ]);
+  }
+
+  /** An attempt failed (its reply may simply be late): forget its wake-ups, undo what it did. */
+  #lostAttempt(req: AcquireRequest<RedisTicket>, waiterId: string, stamp: string): void {
+    this.#inbox.forget(waiterId);
+    if (stamp === '' || this.#closed) return;
+    // A queue entry of a later attempt is the core's to cancel (it has the ticket).
+    const args = [req.ownerId, stamp, req.ticket ? '' : waiterId, this.#inboxPrefix];
+    // EVAL, not EVALSHA: a script cache lost meanwhile must not turn the undo into NOSCRIPT.
+    this.#commands.evalSource(UNDO, lockKeys(this.#prefix, req.lockId), args).catch(() => undefined);
   }
 
   /**
