@@ -46,6 +46,19 @@ test(`every .lua file is at most ${MAX_LINES} lines`, () => {
   }
 });
 
+test('every .lua file passes the Lua lint: a header comment, locals only, no tabs or trailing blanks, used by a script', () => {
+  const used = new Set(SCRIPTS.map((s) => s.name));
+  for (const f of FILES) for (const m of luaFile(f).matchAll(/^--@include ([a-z0-9-]+)$/gm)) used.add(m[1] ?? '');
+  for (const f of FILES) {
+    const text = luaFile(f);
+    assert.match(text, /^-- \S/, `${f}.lua starts with a comment saying what it is`);
+    // Redis refuses a global at run time only: catch a forgotten `local` here.
+    assert.doesNotMatch(text, /^function /m, `${f}.lua defines a global function`);
+    assert.doesNotMatch(text, /\t|[ \t]$/m, `${f}.lua has a tab or a trailing blank`);
+    assert.ok(used.has(f), `${f}.lua is neither a script nor included by one`);
+  }
+});
+
 test('every .lua file compiles on Redis as written (SCRIPT LOAD)', T, async () => {
   for (const f of FILES) {
     const sha = await client.script('LOAD', luaFile(f));

@@ -211,7 +211,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
 
   /**
    * Compare-and-delete on every master at once; resolves with the replies. `bySource` for
-   * clean-ups that may queue behind a command that timed out (see ../redis/commands.ts).
+   * clean-ups that may queue behind a command that timed out (see ../redis-wire/commands.ts).
    */
   #releaseAll(lockId: string, value: string, bySource = false, quorum?: number): Promise<NodeReply<undefined>[]> {
     const { keys, channel } = this.#keys(lockId);
