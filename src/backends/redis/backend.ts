@@ -10,6 +10,7 @@ import {
   BackendUnavailableError,
   EVERY_CAPABILITY,
   LockLostError,
+  lossGuardMs,
   type AcquireRequest,
   type AcquireResult,
   type Backend,
@@ -93,7 +94,7 @@ const WAITER_GRACE_MS = 1_250;
  */
 const MAX_WAITER_PERIOD_MS = 30_000;
 
-/** How long a release waits for its message to reach a waiter of the same process. */
+/** How long a release waits for its message to reach a waiter listed in its inbox directory. */
 const HEAR_CAP_MS = 25;
 
 /**
@@ -284,8 +285,11 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     // The claim's reply must come well within what the hold vouches for: else the holder
     // would be told it lost a lock the server granted it for the full ttl. A slow connection
     // claims with the attempt instead, whose grant counts from its own send.
-    if (!(ttlMs >= windowMs / 2) || !(ticket.rttMs < ttlMs / 2)) return undefined;
-    const vouchedUntil = performance.now() + ttlMs;
+    if (!(ttlMs >= windowMs / 2) || !(ticket.rttMs < ttlMs / 4)) return undefined;
+    // A reply after this may come after the core gave the lease up (its deadline is at least
+    // half the ttl away, whatever the driftFactor, less its loss guard): such a claim is
+    // given back and reported lost, so that no server-side lease outlives its holder.
+    const vouchedUntil = performance.now() + ttlMs / 2 - lossGuardMs(ttlMs) - 3;
     this.#inbox.forget(ticket.waiterId);
     const field = req.ownerId;
     const confirmation = this.#commands
@@ -300,8 +304,8 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       .then((ok): Extension => {
         if (ok !== 1) throw new LockLostError(req.lockId, 'not-held', { context: { backend: this.name } });
         if (performance.now() < vouchedUntil) return { ttlMs: req.ttlMs };
-        // Too late: the holder's validity ran out before this reply, so it counts the lock as
-        // lost (expired). Give back the full lease the claim took, not block the lock for it.
+        // Too late: the holder may have counted the lock as lost (expired) already. Give back
+        // the full lease the claim took, not block the lock for it, and make the loss certain.
         this.#giveBack(req, field, handOff.token);
         throw new LockLostError(req.lockId, 'expired', { context: { backend: this.name } });
       });
