@@ -46,10 +46,12 @@ interface Sleeper {
 /**
  * The open inboxes a release may find its waiter in, by channel: a release that messaged a
  * waiter whose inbox is listed here lets that waiter go first ({@link InboxDirectory.heard}).
- * A backend lists its own inbox in the directory it was given (by default one of its own);
+ * A backend lists its own inbox in the directory it was given (by default the process's, {@link InboxDirectory.process});
  * backends of one process that share a directory let each other's waiters go first too.
  */
 export class InboxDirectory {
+  /** The directory backends use unless given one: shared by every backend of this process. */
+  static readonly process = new InboxDirectory();
   readonly #inboxes = new Map<string, Inbox>();
 
   /**

@@ -49,7 +49,7 @@ export interface RedisBackendOptions {
    * Where this backend lists its inbox, and where its releases look for the waiter they
    * messaged: a release whose waiter is listed resolves after that waiter heard its message
    * (docs/backends/redis.md, "Waiting by notification"). Backends of one process that share
-   * one directory let each other's waiters go first. @default a directory of its own
+   * one directory let each other's waiters go first. @default `InboxDirectory.process`, shared by every backend of this process
    */
   readonly inboxes?: InboxDirectory;
 }
@@ -154,7 +154,9 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       label: options.label ?? 'redis',
       ...(options.secrets ? { secrets: options.secrets } : {}),
     });
-    this.#inboxes = options.inboxes ?? new InboxDirectory();
+    // One directory per process by default: lockers of one process (each with its own backend)
+    // then let each other's waiters go first, as a user running several lockers expects.
+    this.#inboxes = options.inboxes ?? InboxDirectory.process;
     const channel = `${this.#inboxPrefix}${this.#clientId}`;
     this.#inbox = new Inbox(() => client.duplicate(), channel, this.#commands, this.#healthCheckMs, this.#inboxes);
   }
