@@ -19,7 +19,7 @@ import { Redis } from 'ioredis';
 import Redlock from 'redlock';
 import { createLocker, type Locker } from '../src/index.js';
 import { startRedlock } from '../scripts/servers/redlock.js';
-import { jainIndex, longestStreak } from '../src/bench/index.js';
+import { jainIndex, longestStreak } from '../src/bench-matrix/index.js';
 
 const HOT_SECONDS = Number(process.env.BENCH_HOT_SECONDS ?? 10);
 const UNCONTENDED = Number(process.env.BENCH_UNCONTENDED ?? 2_000);

@@ -9,13 +9,9 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  cellTtlSeconds,
-  createCassandraBackend,
-  parseCassandraUrl,
-  queueEntry,
-  type CassandraBackend,
-} from '../../src/backends/cassandra/index.js';
+import { createCassandraBackend, type CassandraBackend } from '../../src/backends/cassandra/index.js';
+import { parseCassandraUrl } from '../../src/backends/cassandra/config.js';
+import { cellTtlSeconds, queueEntry } from '../../src/backends/cassandra/tables.js';
 import {
   BackendUnavailableError,
   createLocker,

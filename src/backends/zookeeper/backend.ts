@@ -378,7 +378,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   }
 
   /**
-   * Testing only (`abandon()` in `locksmith/testing`): cut the client off without closing
+   * Testing only (`abandon()` in `locksmith-dlm/testing`): cut the client off without closing
    * its session, so the ensemble deletes its nodes only when the session expires (a crash).
    */
   async abandon(): Promise<void> {
