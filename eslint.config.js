@@ -1,5 +1,6 @@
-// Lint: typescript-eslint's strict set, plus the size limits the project keeps
-// (docs/architecture.md, "Conventions"): no source file over ~450 lines, no function over ~60.
+// Lint: typescript-eslint's strict set, plus the size limits the project keeps in src/ and
+// test/ alike (CONTRIBUTING.md, "Code rules"; docs/architecture.md, "Writing a backend"): no
+// file over ~450 lines, no function over ~60.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 

@@ -1,7 +1,7 @@
 /**
- * Issue 9's Redis-only defects, each against a real redis-server: ghost holders and waiters
- * left by attempts whose reply never came (item 3), and URLs whose database, credentials and
- * failures must be honoured and never shown (item 10).
+ * Redis-only defects found by an adversarial user, each against a real redis-server: ghost
+ * holders and waiters left by attempts whose reply never came, and URLs whose database,
+ * credentials and failures must be honoured and never shown.
  */
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';

@@ -1,5 +1,5 @@
 /**
- * Regression tests for the core defects found by an adversarial user (issue 9): each fails
+ * Regression tests for the core defects found by an adversarial user: each fails
  * on the code before the fix. Cross-backend ones live in the conformance suite.
  */
 import assert from 'node:assert/strict';

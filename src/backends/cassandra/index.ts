@@ -2,11 +2,13 @@
  * `cassandra://host1,host2[:port]/keyspace?consistency=quorum` — the fair lock of docs/backends/cassandra.md on Apache Cassandra.
  *
  * Two algorithms, chosen with `?algorithm=`:
- * - `fair` (default, fair.ts): a queue partition sorted by time-service time (§5.4) and a
- *   main partition; the next in line prepares its main cell and fencing token while the
- *   holder holds, and takes over with one read when it releases (§5, listings 5–7).
- * - `shadow` (shadow.ts): the older shadow-table algorithm with its random backoffs (§4,
- *   listings 3–4), kept as the baseline the fair algorithm is measured against.
+ * - `fair` (default, fair.ts): a queue partition sorted by time-service time and a main
+ *   partition; the next in line prepares its main cell and fencing token while the holder
+ *   holds, and takes over with one read when it releases (docs/backends/cassandra.md,
+ *   "The fair algorithm" and "The time service").
+ * - `shadow` (shadow.ts): the older shadow-table algorithm with its random backoffs
+ *   (docs/backends/cassandra.md, "The shadow lock"), kept as the baseline the fair
+ *   algorithm is measured against.
  *
  * Every cell carries a TTL that renewals rewrite; reads and writes run at QUORUM by default
  * (the theorems need R + W > RF); the fencing token is a lightweight transaction on a

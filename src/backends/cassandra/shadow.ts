@@ -1,5 +1,5 @@
 /**
- * The old shadow-table lock (docs/backends/cassandra.md, "Shadow"), kept as the baseline the fair
+ * The old shadow-table lock (docs/backends/cassandra.md, "The shadow lock"), kept as the baseline the fair
  * lock is measured against: Success / AnotherThreadIsOwner / ConcurrentAttempt with the
  * original random backoffs. Its main row is `lock_main` and its shadow row `lock_queue`, both
  * at negative shards (never touched by the fair lock), rotated with the fencing counter
@@ -12,7 +12,7 @@ import { Shards } from './shards.js';
 import { cellTtlSeconds, type LockTables } from './tables.js';
 import type { CassandraGrantData, CassandraTicket, LockAlgorithm } from './types.js';
 
-/** What a shadow attempt learned, to choose listing 4's backoff. */
+/** What a shadow attempt learned, to choose its backoff. */
 export interface ShadowTicket {
   readonly algorithm: 'shadow';
   readonly outcome: 'AnotherThreadIsOwner' | 'ConcurrentAttempt';
@@ -46,7 +46,7 @@ export class ShadowLock implements LockAlgorithm {
   }
 
   /**
-   * Listing 3, one attempt. The token is a CAS from the exact counter value read first:
+   * One attempt of the shadow lock. The token is a CAS from the exact counter value read first:
    * it fails when anyone was granted since, which is what makes rotation safe (a holder
    * granted meanwhile may sit in a shard we did not read).
    */
@@ -92,7 +92,7 @@ export class ShadowLock implements LockAlgorithm {
     }
   }
 
-  /** Listing 4's waits: 0–1000 ms behind another owner, 0–50·attempt ms after a concurrent attempt. */
+  /** The shadow lock's waits: 0–1000 ms behind another owner, 0–50·attempt ms after a concurrent attempt. */
   wait(any: CassandraTicket | undefined, signal: AbortSignal): Promise<void> {
     const ticket = any?.algorithm === 'shadow' ? any : undefined;
     const ms = !ticket || ticket.outcome === 'AnotherThreadIsOwner' ? Math.random() * 1000 : Math.random() * 50 * ticket.attempt;
