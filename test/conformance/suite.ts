@@ -20,7 +20,11 @@ import { randomBytes } from 'node:crypto';
 import type { Locker, LockerOptions } from '../../src/index.js';
 import type { Capabilities } from '../../src/backend.js';
 import { abandon } from '../../src/testing.js';
-import { coreCases } from './cases/core.js';
+import { exclusionCases } from './cases/exclusion.js';
+import { waitCases } from './cases/waits.js';
+import { handleCases } from './cases/handle.js';
+import { ruleCases } from './cases/rules.js';
+import { seamCases } from './cases/seam.js';
 import { leaseCases } from './cases/leases.js';
 import { reentryCases } from './cases/reentry.js';
 import { kindCases } from './cases/kinds.js';
@@ -88,7 +92,11 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
     afterEach(async () => {
       await Promise.allSettled(open.splice(0).map((l) => l.close()));
     });
-    coreCases(ctx);
+    exclusionCases(ctx);
+    waitCases(ctx);
+    handleCases(ctx);
+    ruleCases(ctx);
+    seamCases(ctx);
     leaseCases(ctx);
     reentryCases(ctx);
     kindCases(ctx);
