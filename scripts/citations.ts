@@ -1,6 +1,6 @@
 /**
- * What the linter cannot see in comments: a citation of a docs page must name a page and a
- * section that exist, and a comment must not cite what a reader of the repository cannot
+ * What the linter cannot see in comments: a citation of a docs page (in a comment or in code)
+ * must name a page and a section that exist, and a comment must not cite what a reader of the repository cannot
  * reach (issue trackers, review items, a paper's listings, the project's seeds or its SPEC).
  * test/unit/citations.test.ts runs it in `npm test`; `npx tsx scripts/citations.ts` prints
  * the same report.
@@ -127,8 +127,9 @@ export function offencesIn(file: string, text: string): Offence[] {
         offences.push({ file, line: at(m.index), problem: `${problem} ("${m[0]}"): state the rule itself or cite docs/` });
       }
     }
-    for (const m of comment.text.matchAll(CITATION)) offences.push(...citationOffences(file, at(m.index), m));
   }
+  // A page named in code (an error message, a help text) must exist as much as one in a comment.
+  for (const m of text.matchAll(CITATION)) offences.push(...citationOffences(file, lineOf(text, m.index), m));
   return offences;
 }
 

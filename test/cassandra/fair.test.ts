@@ -358,7 +358,7 @@ describe('cassandra: the time service', () => {
   });
 });
 
-describe('cassandra: hand-off (docs/backends/cassandra.md, "Hand-off")', () => {
+describe('cassandra: hand-off (docs/backends/cassandra.md, "The fair algorithm")', () => {
   test('a release wakes the next waiter of the same process at once, long before its first poll', T, async () => {
     // pollMs=10000 puts the waiter's first poll at least 5 s after its last attempt, and a
     // 60 s ttl its first queue-cell rewrite 20 s out: only the release's wake-up is left.

@@ -19,12 +19,14 @@ test('a citation of a page or a section that does not exist is found, in each ci
     ' * docs/guarantees.md, "Validity" and',
     ' * "Nothing like it".',
     ' */',
+    'throw new Error(\'see docs/faq.md, "No such question"\');',
   ].join('\n');
   assert.deepEqual(problems(text), [
     '1: cites docs/nowhere.md, which does not exist',
     '2: cites docs/architecture.md, "No such section", which is no heading of that page',
     '3: cites docs/architecture.md#no-such-anchor, which is no heading of that page',
     '5: cites docs/guarantees.md, "Nothing like it", which is no heading of that page',
+    '8: cites docs/faq.md, "No such question", which is no heading of that page',
   ]);
 });
 
