@@ -57,7 +57,13 @@ function files(): string[] {
   return out.sort();
 }
 
-/** The comments of a TypeScript/JavaScript file with their offsets; other files are all comment. */
+/** What a test runner prints as a name: the first argument of `test`, `describe`, `it`, `suite`. */
+const TITLED = new Set(['test', 'describe', 'it', 'suite']);
+
+/**
+ * The comments of a TypeScript/JavaScript file with their offsets, and the titles of its
+ * tests (a reader sees them in every test report); other files are all comment.
+ */
 function comments(path: string, text: string): { readonly pos: number; readonly text: string }[] {
   if (!/\.[mc]?[jt]s$/.test(path)) return [{ pos: 0, text }];
   // The parser, not a scan: template text (Lua, shell) and regular expressions are no comments.
@@ -66,6 +72,10 @@ function comments(path: string, text: string): { readonly pos: number; readonly 
   const visit = (node: ts.Node): void => {
     const ranges = [...(ts.getLeadingCommentRanges(text, node.pos) ?? []), ...(ts.getTrailingCommentRanges(text, node.end) ?? [])];
     for (const r of ranges) found.set(r.pos, text.slice(r.pos, r.end));
+    if (ts.isCallExpression(node) && ts.isIdentifier(node.expression) && TITLED.has(node.expression.text)) {
+      const title = node.arguments[0];
+      if (title && (ts.isStringLiteral(title) || ts.isNoSubstitutionTemplateLiteral(title))) found.set(title.getStart(source), title.text);
+    }
     for (const child of node.getChildren(source)) visit(child);
   };
   visit(source);

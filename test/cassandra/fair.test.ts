@@ -431,7 +431,7 @@ describe('cassandra: hand-off (docs/backends/cassandra.md, "The fair algorithm")
   });
 });
 
-describe('cassandra: a waiter that sorts before the holder (issue 15, items 1 and 4)', () => {
+describe('cassandra: a waiter that sorts before the holder', () => {
   test('it never holds beside the holder, never runs the counter ahead, and inspect() shows the holder its own token', T, async () => {
     if (!server) throw new Error('cassandra did not start');
     // A fresh keyspace, so that the time-service cell holds only what these clients push.

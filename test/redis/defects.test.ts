@@ -44,7 +44,7 @@ async function whilePaused(work: () => Promise<unknown>): Promise<unknown> {
   }
 }
 
-describe('redis: ghost holders and waiters (issue 9, item 3)', () => {
+describe('redis: ghost holders and waiters', () => {
   test('an acquire whose reply timed out leaves no hold behind once the server answers again', T, async () => {
     const lockId = id('ghost-hold');
     const a = locker(`${server.url}?commandTimeoutMs=300`, { ttlMs: 60_000 });
@@ -74,7 +74,7 @@ describe('redis: ghost holders and waiters (issue 9, item 3)', () => {
   });
 });
 
-describe('redis: URLs (issue 9, item 10)', () => {
+describe('redis: URLs', () => {
   test('a database that does not exist is an error, not db 0', T, async () => {
     const l = locker(`${server.url}/99`);
     await assert.rejects(l.tryLock(id('db99')), (err: unknown) => {
@@ -116,7 +116,7 @@ describe('redis: URLs (issue 9, item 10)', () => {
   });
 });
 
-describe('redis: locksmith run killed while it waits (issue 9, item 4)', () => {
+describe('redis: locksmith run killed while it waits', () => {
   const cli = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
   for (const [sig, status] of [
     ['SIGTERM', 143],

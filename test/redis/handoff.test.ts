@@ -143,7 +143,7 @@ describe('redis: fair hand-off', () => {
     assert.equal(await a.release(held), true);
   });
 
-  test('a head that never claims its hand-off is skipped within the claim window, not its ttl (issue 9, item 3)', T, async () => {
+  test('a head that never claims its hand-off is skipped within the claim window, not its ttl', T, async () => {
     const lockId = `handoff-ghost:${randomBytes(6).toString('hex')}`;
     const a = await backend();
     const ghost = await backend();

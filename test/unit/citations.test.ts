@@ -40,11 +40,12 @@ test('a citation of a section that exists passes: its text, its first words or i
   assert.equal(slug('Writing a backend — the checklist'), 'writing-a-backend--the-checklist');
 });
 
-test('a comment that cites an issue, an item, a listing, the seeds or the SPEC is found; code and strings are not', () => {
+test('a comment or a test title that cites an issue, an item, a listing, the seeds or the SPEC is found; other strings are not', () => {
   const text = [
     '// fixed in issue 9, item 3',
     '/** as listing 7 does; see the SPEC and the seeds */',
     "const s = 'issue 9, item 3, listing 7, SPEC';",
+    "test('item 4: the fix', () => undefined);",
     '// The seed node first: Cassandra starts its seed before the others.',
     'const re = /\\/\\/ issue 1/;',
   ].join('\n');
@@ -56,6 +57,7 @@ test('a comment that cites an issue, an item, a listing, the seeds or the SPEC i
       [2, 'cites a listing number'],
       [2, 'cites the seeds'],
       [2, 'cites the SPEC'],
+      [4, 'cites an item number'],
     ],
   );
 });
