@@ -1,13 +1,13 @@
 #!/usr/bin/env node
 /**
  * The `locksmith` command: a thin layer over the public API (it imports only the public
- * entries `locksmith` and `locksmith/bench`). See `locksmith --help` and the README.
+ * entries `locksmith` and `locksmith-dlm/bench`). See `locksmith --help` and the README.
  */
 import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError, Option } from 'commander';
 import { BackendUnavailableError, createLocker, DriverMissingError, InvalidArgumentError, LocksmithError } from '../index.js';
-import { formatMatrix, runMatrix } from '../bench/index.js';
+import { formatMatrix, runMatrix } from '../bench-matrix/index.js';
 import { parseCount, parseDuration } from './duration.js';
 import { runDemo } from './demo.js';
 import { EXIT, EXIT_HELP } from './exit.js';

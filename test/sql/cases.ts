@@ -1,5 +1,5 @@
 /**
- * Cases both SQL engines must pass beyond the conformance suite (issue 11): the database
+ * Cases both SQL engines must pass beyond the conformance suite: the database
  * restarted under a held lock, a holder's connections killed, clients with skewed clocks,
  * a 1024-byte lock id, missing tables, bad URL parameters.
  */

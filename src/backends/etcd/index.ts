@@ -20,18 +20,17 @@ import {
 } from '../kit.js';
 import { EtcdBackend, type EtcdBackendOptions } from './backend.js';
 
-export { EtcdBackend, ETCD_CAPABILITIES, type EtcdBackendOptions, type EtcdStats } from './backend.js';
-/** The lease of a backend, for tools and tests. */
-export { KeptAliveLease, type LeaseEnd } from './lease.js';
-/** How a lock id maps to keys (see docs/backends/etcd.md, "Keys"). */
-export { decodeLockId, encodeLockId, lockPrefix } from './layout.js';
-/** The seam types of this backend. */
-export type { EtcdGrantData, EtcdTicket } from './recipe.js';
+// The entry is what a user needs: the factories, the backend and its options. Tools and
+// tests that look at the keys or the lease import layout.ts and lease.ts directly.
+export { EtcdBackend, type EtcdBackendOptions, type EtcdStats } from './backend.js';
 
 /** The URL parameters the backend understands. */
 const PARAMETERS = ['prefix', 'leaseTtlMs', 'operationTimeoutMs'] as const;
 
-/** The backend options of a parsed `etcd://` URL (throws `InvalidArgumentError`). */
+/**
+ * The backend options of a parsed `etcd://` URL (throws `InvalidArgumentError`).
+ * @internal
+ */
 export function etcdOptions(url: URL): EtcdBackendOptions {
   if (url.protocol !== 'etcd:') throw new InvalidArgumentError('url', `not an etcd URL: ${redact(url)}`);
   if (url.pathname !== '' && url.pathname !== '/') {

@@ -11,9 +11,8 @@ import { tablesOf } from '../sql/statements.js';
 import { MysqlEngine } from './engine.js';
 import { migrateMysql, type MysqlQueryable } from './schema.js';
 
-export { mysqlDdl, migrateMysql, type MysqlQueryable } from './schema.js';
+export { mysqlDdl, type MysqlQueryable } from './schema.js';
 export { SqlBackend } from '../sql/backend.js';
-export type { SqlTicket } from '../sql/types.js';
 
 /** Options of {@link createMysqlBackend} (the URL parameters of the same names). */
 export interface MysqlOptions {
@@ -33,7 +32,10 @@ export interface MysqlOptions {
 
 const PARAMETERS = ['table', 'migrate', 'pollMs', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs'] as const;
 
-/** The pool settings and backend options of a `mysql://` URL (throws `InvalidArgumentError`). */
+/**
+ * The pool settings and backend options of a `mysql://` URL (throws `InvalidArgumentError`).
+ * @internal
+ */
 export function parseMysqlUrl(url: URL, options: ConnectOptions = {}): { config: mysql.PoolOptions; options: MysqlOptions } {
   if (url.protocol !== 'mysql:' && url.protocol !== 'mariadb:') throw new InvalidArgumentError('url', `not a mysql URL: ${redact(url)}`);
   const q = new UrlParams(url, PARAMETERS);

@@ -11,9 +11,8 @@ import { tablesOf } from '../sql/statements.js';
 import { PgEngine } from './engine.js';
 import { migratePostgres } from './schema.js';
 
-export { postgresDdl, migratePostgres } from './schema.js';
+export { postgresDdl } from './schema.js';
 export { SqlBackend } from '../sql/backend.js';
-export type { SqlTicket } from '../sql/types.js';
 
 /** Options of {@link createPostgresBackend} (the URL parameters of the same names). */
 export interface PostgresOptions {
@@ -35,7 +34,10 @@ export interface PostgresOptions {
 
 const PARAMETERS = ['table', 'migrate', 'pollMs', 'listen', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs'] as const;
 
-/** The pool settings and backend options of a `postgres://` URL (throws `InvalidArgumentError`). */
+/**
+ * The pool settings and backend options of a `postgres://` URL (throws `InvalidArgumentError`).
+ * @internal
+ */
 export function parsePostgresUrl(url: URL, options: ConnectOptions = {}): { config: pg.PoolConfig; options: PostgresOptions } {
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
     throw new InvalidArgumentError('url', `not a postgres URL: ${redact(url)}`);

@@ -23,7 +23,7 @@ import type { Abandonable } from '../kit.js';
 import { EVENT } from './driver.js';
 import { SessionHolds, type ZkHold } from './session-holds.js';
 import { readLockState } from './inspect.js';
-import { lockPaths, protectedPrefix, type LockPaths } from './layout.js';
+import { lockPaths, parseLeaseData, protectedPrefix, type LockPaths } from './layout.js';
 import { Deleter } from './nodes.js';
 import { attemptQueue } from './queue.js';
 import type { Prefetch, RecipeHost, ZkGrantData, ZkTicket } from './recipe.js';
@@ -323,8 +323,32 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
    * an attempt whose caller gave up deletes what it created when it finishes (tryAcquire),
    * and a create whose reply was lost is found by its uuid (nodes.ts).
    */
-  async cancel(_req: AcquireRequest<ZkTicket>, ticket: ZkTicket | undefined): Promise<void> {
+  async cancel(req: AcquireRequest<ZkTicket>, ticket: ZkTicket | undefined): Promise<void> {
     if (ticket) await this.#drop(ticket);
+    else if (req.freshOwner) await this.#dropOwner(req);
+  }
+
+  /**
+   * An attempt whose reply was lost left nodes no ticket names (its protected uuid went with
+   * the reply): every node carries its owner in its data, and a fresh owner is this
+   * acquisition alone, so delete the nodes of that owner. A session that ended took them.
+   */
+  async #dropOwner(req: AcquireRequest<ZkTicket>): Promise<void> {
+    const s = this.#session;
+    if (!s?.alive) return;
+    const { base, gate, leases } = this.paths(req.lockId);
+    const find = async (): Promise<string[]> => {
+      const found: string[] = [];
+      for (const parent of [base, gate, leases]) {
+        for (const child of await s.children(parent)) {
+          const node = await s.get(`${parent}/${child}`);
+          if (node && parseLeaseData(node.data).ownerId === req.ownerId) found.push(`${parent}/${child}`);
+        }
+      }
+      return found;
+    };
+    const nodes = await this.#op(s, 'list', find());
+    await this.#op(s, 'delete', Promise.all(nodes.map((n) => this.#deleter.delete(s, n)))).catch(() => undefined);
   }
 
   // ---- holding ---------------------------------------------------------------------------
@@ -378,7 +402,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   }
 
   /**
-   * Testing only (`abandon()` in `locksmith/testing`): cut the client off without closing
+   * Testing only (`abandon()` in `locksmith-dlm/testing`): cut the client off without closing
    * its session, so the ensemble deletes its nodes only when the session expires (a crash).
    */
   async abandon(): Promise<void> {
