@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { InvalidArgumentError } from './errors.js';
 import type { Lock } from './lock.js';
 import { sleep } from './backends/kit.js';
-import { validateDuration } from './options.js';
+import { assertStorable, validateDuration } from './options.js';
 
 /** The part of a Locker an election needs (kept structural to avoid an import cycle). */
 export interface ElectionLocker {
@@ -60,6 +60,8 @@ export class Election {
   readonly #locker: ElectionLocker;
   readonly #observeEveryMs: number;
   #term: Leadership | undefined;
+  /** Pending campaigns: `resign()` aborts them, so a process that stepped down stays down. */
+  readonly #campaigns = new Set<AbortController>();
 
   /** @internal Use `locker.election(name)`. */
   constructor(locker: ElectionLocker, name: string, options: ElectionOptions = {}) {
@@ -71,13 +73,37 @@ export class Election {
 
   /**
    * Resolve when this process leads (waits in arrival order where the backend is fair).
-   * Rejects with the signal's reason when aborted, `LockTimeoutError` after `timeoutMs`.
+   * Rejects with the signal's reason when aborted, `LockTimeoutError` after `timeoutMs`,
+   * and an `AbortError` when `resign()` withdraws it. A term whose lock this process
+   * released (`term.lock.release()`, `await using`) is over: the next call campaigns again.
    */
   async campaign(options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<Leadership> {
-    if (this.#term && !this.#term.signal.aborted) return this.#term;
-    const { fair } = (await this.#locker.backend()).capabilities;
-    const owner = `${this.id}${SEPARATOR}${randomBytes(9).toString('base64url')}`;
-    const lock = await this.#locker.lock(this.name, { ...options, owner, fair });
+    // `held`, not `signal.aborted`: a released handle keeps its signal unaborted.
+    if (this.#term?.lock.held) return this.#term;
+    const withdraw = new AbortController();
+    this.#campaigns.add(withdraw);
+    try {
+      const { fair } = (await this.#locker.backend()).capabilities;
+      const owner = `${this.id}${SEPARATOR}${randomBytes(9).toString('base64url')}`;
+      const signal = options.signal ? AbortSignal.any([options.signal, withdraw.signal]) : withdraw.signal;
+      const lock = await this.#locker.lock(this.name, {
+        ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+        signal,
+        owner,
+        fair,
+      });
+      if (withdraw.signal.aborted) {
+        // Granted in the same turn as resign(): the caller asked not to lead.
+        await lock.release();
+        throw withdraw.signal.reason;
+      }
+      return this.#newTerm(lock);
+    } finally {
+      this.#campaigns.delete(withdraw);
+    }
+  }
+
+  #newTerm(lock: Lock): Leadership {
     const term: Leadership = {
       token: lock.token,
       signal: lock.signal,
@@ -91,8 +117,10 @@ export class Election {
     return term;
   }
 
-  /** Step down if leading (idempotent). */
+  /** Step down if leading, and withdraw every pending `campaign()` (idempotent). */
   async resign(): Promise<void> {
+    for (const c of this.#campaigns) c.abort(new DOMException(`resign() withdrew the campaign for '${this.name}'`, 'AbortError'));
+    this.#campaigns.clear();
     await this.#term?.resign();
   }
 
@@ -137,5 +165,6 @@ function validateParticipant(id: unknown): string {
   if (typeof id !== 'string' || id.length === 0 || id.includes(SEPARATOR) || Buffer.byteLength(id, 'utf8') > 200) {
     throw new InvalidArgumentError('id', `an election participant id must be a non-empty string of at most 200 bytes without '#'`);
   }
+  assertStorable(id, 'id');
   return id;
 }

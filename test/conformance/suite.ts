@@ -25,6 +25,7 @@ import { reentryCases } from './cases/reentry.js';
 import { kindCases } from './cases/kinds.js';
 import { inputCases } from './cases/input.js';
 import { electionCases } from './cases/election.js';
+import { edgeCases } from './cases/edges.js';
 
 /** What a backend's test file hands to {@link conformance}. */
 export interface ConformanceTarget {
@@ -93,6 +94,7 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
     kindCases(ctx);
     inputCases(ctx);
     electionCases(ctx);
+    edgeCases(ctx);
 
     after(() => {
       process.off('unhandledRejection', onUnhandled);
