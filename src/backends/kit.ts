@@ -394,7 +394,7 @@ export function redact(url: URL | string): string {
 /** The secrets of a URL (decoded password, secret-like parameters), for {@link redactText}. */
 export function secretsOf(url: URL): string[] {
   const out: string[] = [];
-  if (url.password) out.push(url.password, decodeURIComponent(url.password));
+  if (url.password) out.push(url.password, urlUserInfo(url, { lenient: true }).password ?? '');
   for (const [key, value] of url.searchParams) if (/pass|secret|token|key/i.test(key) && value !== '') out.push(value);
   return [...new Set(out)].filter((s) => s.length > 0);
 }
@@ -411,4 +411,34 @@ function decodeHostList(href: string): string {
     /^([a-z][a-z0-9+.-]*:\/\/(?:[^@/?#]*@)?)([^/?#]*)/i,
     (_all, head: string, host: string) => `${head}${host.replace(/%3A/gi, ':')}`,
   );
+}
+
+// ---------------------------------------------------------------- credentials
+
+/**
+ * The user name and password of `url`, percent-decoded (`undefined` when absent). The URL
+ * parser accepts a malformed escape (`redis://:a%ZZb@host`) that `decodeURIComponent`
+ * rejects with a bare `URIError`; this answers an `InvalidArgumentError` (argument `url`)
+ * instead, whose message, context and cause never contain the password. `lenient` returns
+ * the raw text of a part that does not decode.
+ */
+export function urlUserInfo(
+  url: URL,
+  { lenient = false }: { lenient?: boolean } = {},
+): { readonly username: string | undefined; readonly password: string | undefined } {
+  const decode = (raw: string, part: 'user name' | 'password'): string | undefined => {
+    if (raw === '') return undefined;
+    try {
+      return decodeURIComponent(raw);
+    } catch {
+      // Lenient (for redaction, where an error would hide the real one): the raw text.
+      if (lenient) return raw;
+      // No cause: the URIError's message quotes the malformed text, i.e. the secret.
+      throw new InvalidArgumentError(
+        'url',
+        `${url.protocol}// URL: the ${part} has a malformed %-escape (write a literal '%' as %25) in ${redact(url)}`,
+      );
+    }
+  };
+  return { username: decode(url.username, 'user name'), password: decode(url.password, 'password') };
 }

@@ -8,6 +8,7 @@ import mysql from 'mysql2/promise';
 import { InvalidArgumentError, redact, secretsOf, unavailable, UrlParams, type Backend, type ConnectOptions } from '../kit.js';
 import { missingTable, SqlBackend } from '../sql/backend.js';
 import { tablesOf } from '../sql/statements.js';
+import { sqlUrlParts } from '../sql/url.js';
 import { MysqlEngine } from './engine.js';
 import { migrateMysql, type MysqlQueryable } from './schema.js';
 
@@ -37,15 +38,12 @@ const PARAMETERS = ['table', 'migrate', 'pollMs', 'lockTimeoutMs', 'poolSize', '
 export function parseMysqlUrl(url: URL, options: ConnectOptions = {}): { config: mysql.PoolOptions; options: MysqlOptions } {
   if (url.protocol !== 'mysql:' && url.protocol !== 'mariadb:') throw new InvalidArgumentError('url', `not a mysql URL: ${redact(url)}`);
   const q = new UrlParams(url, PARAMETERS);
-  const database = decodeURIComponent(url.pathname.replace(/^\//, ''));
-  if (database.includes('/')) throw new InvalidArgumentError('url', `mysql: malformed database name in ${redact(url)}`);
+  const parts = sqlUrlParts(url, 'mysql');
   const poolSize = q.int('poolSize', 10, { min: 1, max: 1000 });
   const config: mysql.PoolOptions = {
     host: decodeURIComponent(url.hostname.replace(/^\[|\]$/g, '')) || 'localhost',
     port: url.port === '' ? 3306 : Number(url.port),
-    ...(url.username ? { user: decodeURIComponent(url.username) } : {}),
-    ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
-    ...(database ? { database } : {}),
+    ...parts,
     connectionLimit: poolSize,
     connectTimeout: q.int('connectTimeoutMs', options.connectTimeoutMs ?? 10_000, { min: 1 }),
     charset: 'utf8mb4',

@@ -8,6 +8,7 @@ import pg from 'pg';
 import { InvalidArgumentError, redact, secretsOf, unavailable, UrlParams, type Backend, type ConnectOptions } from '../kit.js';
 import { missingTable, SqlBackend } from '../sql/backend.js';
 import { tablesOf } from '../sql/statements.js';
+import { sqlUrlParts } from '../sql/url.js';
 import { PgEngine } from './engine.js';
 import { migratePostgres } from './schema.js';
 
@@ -41,15 +42,12 @@ export function parsePostgresUrl(url: URL, options: ConnectOptions = {}): { conf
     throw new InvalidArgumentError('url', `not a postgres URL: ${redact(url)}`);
   }
   const q = new UrlParams(url, PARAMETERS);
-  const database = decodeURIComponent(url.pathname.replace(/^\//, ''));
-  if (database.includes('/')) throw new InvalidArgumentError('url', `postgres: malformed database name in ${redact(url)}`);
+  const parts = sqlUrlParts(url, 'postgres');
   const poolSize = q.int('poolSize', 10, { min: 1, max: 1000 });
   const config: pg.PoolConfig = {
     host: decodeURIComponent(url.hostname.replace(/^\[|\]$/g, '')) || 'localhost',
     port: url.port === '' ? 5432 : Number(url.port),
-    ...(url.username ? { user: decodeURIComponent(url.username) } : {}),
-    ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
-    ...(database ? { database } : {}),
+    ...parts,
     max: poolSize + 1,
     connectionTimeoutMillis: q.int('connectTimeoutMs', options.connectTimeoutMs ?? 10_000, { min: 1 }),
     application_name: 'locksmith',
