@@ -26,6 +26,7 @@ import { kindCases } from './cases/kinds.js';
 import { inputCases } from './cases/input.js';
 import { electionCases } from './cases/election.js';
 import { edgeCases } from './cases/edges.js';
+import { sequencerCases } from './cases/sequencer.js';
 
 /** What a backend's test file hands to {@link conformance}. */
 export interface ConformanceTarget {
@@ -95,6 +96,7 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
     inputCases(ctx);
     electionCases(ctx);
     edgeCases(ctx);
+    sequencerCases(ctx);
 
     after(() => {
       process.off('unhandledRejection', onUnhandled);
