@@ -24,6 +24,8 @@ export interface MysqlOptions {
   readonly migrate?: boolean;
   /** Poll interval of a waiter (default 50 ms, jittered ±25 %). */
   readonly pollMs?: number;
+  /** How often to sweep expired rows of ids nobody uses any more (ms; 0: never; default 60000). */
+  readonly sweepMs?: number;
   /** Longest wait for another transaction's row lock (default 2000 ms, whole seconds in InnoDB). */
   readonly lockTimeoutMs?: number;
   /** Pool size when the backend creates the pool (default 10). */
@@ -32,7 +34,7 @@ export interface MysqlOptions {
   readonly secrets?: readonly string[];
 }
 
-const PARAMETERS = ['table', 'migrate', 'pollMs', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs'] as const;
+const PARAMETERS = ['table', 'migrate', 'pollMs', 'sweepMs', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs'] as const;
 
 /** The pool settings and backend options of a `mysql://` URL (throws `InvalidArgumentError`). */
 export function parseMysqlUrl(url: URL, options: ConnectOptions = {}): { config: mysql.PoolOptions; options: MysqlOptions } {
@@ -58,6 +60,7 @@ export function parseMysqlUrl(url: URL, options: ConnectOptions = {}): { config:
       table: q.string('table') ?? 'locksmith',
       migrate: q.bool('migrate', false),
       pollMs: q.int('pollMs', 50, { min: 1, max: 60_000 }),
+      sweepMs: q.int('sweepMs', 60_000, { min: 0, max: 86_400_000 }),
       lockTimeoutMs: q.int('lockTimeoutMs', 2_000, { min: 1, max: 60_000 }),
       poolSize,
       secrets: secretsOf(url),
@@ -127,5 +130,10 @@ async function open(pool: mysql.Pool, ownsPool: boolean, o: MysqlOptions): Promi
   const { server, ...variables } = await serverVariables(pool);
   const engine = new MysqlEngine(pool, { tables, batch: ownsPool, lockTimeoutMs: o.lockTimeoutMs ?? 2_000, ...variables, ownsPool });
   // Lockers of this process on the same tables wake each other's head at once (no poll).
-  return new SqlBackend(engine, { pollMs: o.pollMs ?? 50, secrets: o.secrets ?? [], scope: `${server}/${prefix}` });
+  return new SqlBackend(engine, {
+    sweepMs: o.sweepMs ?? 60_000,
+    pollMs: o.pollMs ?? 50,
+    secrets: o.secrets ?? [],
+    scope: `${server}/${prefix}`,
+  });
 }

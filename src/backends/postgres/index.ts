@@ -24,6 +24,8 @@ export interface PostgresOptions {
   readonly migrate?: boolean;
   /** Longest sleep of a waiter between attempts, the fallback of NOTIFY (default 250 ms). */
   readonly pollMs?: number;
+  /** How often to sweep expired rows of ids nobody uses any more (ms; 0: never; default 60000). */
+  readonly sweepMs?: number;
   /** LISTEN for wake-ups (default true; false behind a transaction-pooling PgBouncer). */
   readonly listen?: boolean;
   /** Longest wait for another transaction's row lock (default 2000 ms). */
@@ -34,7 +36,7 @@ export interface PostgresOptions {
   readonly secrets?: readonly string[];
 }
 
-const PARAMETERS = ['table', 'migrate', 'pollMs', 'listen', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs'] as const;
+const PARAMETERS = ['table', 'migrate', 'pollMs', 'sweepMs', 'listen', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs'] as const;
 
 /** The pool settings and backend options of a `postgres://` URL (throws `InvalidArgumentError`). */
 export function parsePostgresUrl(url: URL, options: ConnectOptions = {}): { config: pg.PoolConfig; options: PostgresOptions } {
@@ -58,6 +60,7 @@ export function parsePostgresUrl(url: URL, options: ConnectOptions = {}): { conf
       table: q.string('table') ?? 'locksmith',
       migrate: q.bool('migrate', false),
       pollMs: q.int('pollMs', 250, { min: 1, max: 60_000 }),
+      sweepMs: q.int('sweepMs', 60_000, { min: 0, max: 86_400_000 }),
       listen: q.bool('listen', true),
       lockTimeoutMs: q.int('lockTimeoutMs', 2_000, { min: 1, max: 60_000 }),
       poolSize,
@@ -129,7 +132,7 @@ async function open(pool: pg.Pool, ownsPool: boolean, o: PostgresOptions): Promi
     listen: o.listen ?? true,
     ownsPool,
   });
-  const backend = new SqlBackend(engine, { pollMs: o.pollMs ?? 250, secrets: o.secrets ?? [] });
+  const backend = new SqlBackend(engine, { sweepMs: o.sweepMs ?? 60_000, pollMs: o.pollMs ?? 250, secrets: o.secrets ?? [] });
   try {
     await engine.start();
   } catch (err) {
