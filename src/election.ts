@@ -13,7 +13,7 @@ import { assertStorable, validateDuration } from './options.js';
 export interface ElectionLocker {
   lock(lockId: string, options?: { signal?: AbortSignal; owner?: string; fair?: boolean; timeoutMs?: number }): Promise<Lock>;
   inspect(lockId: string): Promise<{ holders: readonly { ownerId: string; token: bigint; kind: string; expiresInMs?: number }[] }>;
-  backend(): Promise<{ capabilities: { fair: boolean } }>;
+  backend(): Promise<object & { capabilities: { fair: boolean } }>;
 }
 
 /** Options of {@link Election}. */
@@ -23,7 +23,10 @@ export interface ElectionOptions {
    * At most 200 UTF-8 bytes, no `#`. @default `${hostname}:${pid}`
    */
   readonly id?: string;
-  /** How often `observe()` looks at the lock (ms). @default 500 */
+  /**
+   * How often `observe()` looks at the lock (ms) on backends that cannot watch it; where the
+   * backend can (ZooKeeper), it looks when notified instead. @default 500
+   */
   readonly observeEveryMs?: number;
 }
 
@@ -139,26 +142,57 @@ export class Election {
 
   /**
    * Leadership changes, as they are seen: the current leader first, then each new leader
-   * (or `undefined` while nobody leads). Looks every `observeEveryMs`; ends when `signal`
-   * aborts.
+   * (or `undefined` while nobody leads). Where the backend can watch the lock (ZooKeeper),
+   * it looks when notified (and every 30 s at the latest); elsewhere every `observeEveryMs`.
+   * Ends when `signal` aborts.
    */
   async *observe(options: { signal?: AbortSignal } = {}): AsyncGenerator<LeaderInfo | undefined> {
     const { signal } = options;
-    let last: string | undefined;
-    while (!signal?.aborted) {
-      const now = await this.leader();
-      const key = now ? `${now.id}@${now.token}` : '';
-      if (key !== last) {
-        last = key;
-        yield now;
+    // Ends the pending wait when the caller aborts or stops iterating (the finally below).
+    const stop = new AbortController();
+    const onAbort = (): void => stop.abort(signal?.reason);
+    if (signal?.aborted) return;
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const backend = await this.#locker.backend();
+      const watcher = isLockWatcher(backend) ? backend : undefined;
+      let last: string | undefined;
+      while (!stop.signal.aborted) {
+        // Armed before the look, so a change between the look and the wait is not missed.
+        const change = watcher ? watcher.watchLock(this.name, WATCH_FALLBACK_MS, stop.signal) : sleep(this.#observeEveryMs, stop.signal);
+        change.catch(() => undefined);
+        const now = await this.leader();
+        const key = now ? `${now.id}@${now.token}` : '';
+        if (key !== last) {
+          last = key;
+          yield now;
+        }
+        try {
+          await change;
+        } catch {
+          return;
+        }
       }
-      try {
-        await sleep(this.#observeEveryMs, signal);
-      } catch {
-        return;
-      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      stop.abort();
     }
   }
+}
+
+/** Without a notification, an observer that watches the lock still looks this often (ms). */
+const WATCH_FALLBACK_MS = 30_000;
+
+/**
+ * An optional backend hook (ZooKeeper has it): resolve once the lock's holders may have
+ * changed, or after `maxMs` at the latest; reject with `signal.reason` when it aborts.
+ */
+interface LockWatcher {
+  watchLock(lockId: string, maxMs: number, signal: AbortSignal): Promise<void>;
+}
+
+function isLockWatcher(backend: object): backend is LockWatcher {
+  return typeof (backend as Partial<LockWatcher>).watchLock === 'function';
 }
 
 function validateParticipant(id: unknown): string {

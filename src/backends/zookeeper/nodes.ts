@@ -9,7 +9,7 @@
  */
 import { sleep } from '../kit.js';
 import { isConnectionLoss, MODE, RC, ZkError } from './driver.js';
-import { protectedPrefix } from './layout.js';
+import { protectedPrefix, type LockPaths } from './layout.js';
 import type { ZkSession } from './session.js';
 
 /** Parent containers can be reaped between our mkdir and create; retry that race this often. */
@@ -82,6 +82,24 @@ async function mkdirs(s: ProtectedCreateSession, path: string): Promise<void> {
       throw err;
     }
   }
+}
+
+/**
+ * Curator's ChildReaper idea, done by the client that leaves: once our nodes of a lock are
+ * deleted, delete the lock's folders (the semaphore's leases and gate when we used them,
+ * then the lock's node) in case that left them empty. The server refuses a folder that has
+ * children (NOTEMPTY), so a lock in use is never touched; a create that meets a folder
+ * reaped meanwhile recreates it ({@link createProtectedNode}). Tokens are czxids, global
+ * to the ensemble, so a recreated folder does not restart them. Best effort, one try, in
+ * order (requests of one session are answered in order): docs/backends/zookeeper.md, "Layout".
+ */
+export function reapFolders(s: Pick<ZkSession, 'delete' | 'alive'>, paths: LockPaths, used: readonly string[]): void {
+  if (!s.alive) return;
+  const inside = (dir: string): boolean => used.some((n) => n.startsWith(`${dir}/`));
+  // A semaphore's gate node is gone by the time it holds its lease: a lease implies the gate.
+  const leases = inside(paths.leases);
+  const dirs = [...(leases ? [paths.leases] : []), ...(leases || inside(paths.gate) ? [paths.gate] : []), paths.base];
+  for (const dir of dirs) void s.delete(dir).catch(() => undefined);
 }
 
 /** Longest pause between two background retries of one delete. */
