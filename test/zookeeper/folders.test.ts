@@ -89,16 +89,16 @@ describe('zookeeper: lock folders are reaped once empty', () => {
     await third.release();
   });
 
-  test('a released semaphore permit leaves neither leases, gate nor lock folder behind', T, async () => {
+  test('an id a semaphore used keeps its gate and leases folders (they decide whether a mutex takes the gate)', T, async () => {
     const lockId = id('sem');
     const p = paths(lockId);
     const permit = await client().semaphore(lockId, { permits: 2 }).acquire();
-    assert.notEqual(await look.exists(p.leases), null);
     await permit.release();
-    await eventually('every folder is reaped', async () => {
-      const stats = await Promise.all([p.leases, p.gate, p.base].map((x) => look.exists(x)));
-      return stats.every((st) => st === null);
-    });
+    const mutex = await client().lock(lockId);
+    await mutex.release();
+    assert.deepEqual(await look.children(p.leases), []);
+    assert.notEqual(await look.exists(p.gate), null);
+    assert.notEqual(await look.exists(p.base), null);
   });
 
   test('a waiter that gives up leaves no folder behind once the holder is gone too', T, async () => {

@@ -24,7 +24,7 @@ import { EVENT } from './driver.js';
 import { HeldTable, type Held } from './held.js';
 import { readLockState } from './inspect.js';
 import { lockPaths, protectedPrefix, type LockPaths } from './layout.js';
-import { Deleter, reapFolders } from './nodes.js';
+import { Deleter, reapLockNode } from './nodes.js';
 import { watchQueue } from './observe.js';
 import { attemptQueue } from './queue.js';
 import type { Prefetch, RecipeHost, ZkGrantData, ZkTicket } from './recipe.js';
@@ -309,7 +309,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     if (sweep) this.#deleter.sweep(s, [t.paths.base, t.paths.gate, t.paths.leases], protectedPrefix(t.uuid));
     const ours = nodes.filter((n): n is string => n !== undefined);
     await this.#op(s, 'delete', Promise.all(ours.map((n) => this.#deleter.delete(s, n)))).catch(() => undefined);
-    if (!only && ours.length > 0) reapFolders(s, t.paths, ours);
+    if (!only && ours.length > 0) reapLockNode(s, t.paths);
   }
 
   waitForChange(_lockId: string, ticket: ZkTicket | undefined, signal: AbortSignal): Promise<void> {
@@ -362,7 +362,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     const wasHeld = this.#held.drop(grant.data);
     if (!s.alive) return false;
     const deleted = await this.#op(s, 'delete', Promise.all(nodes.map((n) => this.#deleter.delete(s, n))));
-    reapFolders(s, this.paths(grant.lockId), nodes);
+    reapLockNode(s, this.paths(grant.lockId));
     return wasHeld && deleted.every(Boolean);
   }
 

@@ -14,6 +14,8 @@ import type { ZkSession } from './session.js';
 
 /** Parent containers can be reaped between our mkdir and create; retry that race this often. */
 export const CREATE_ATTEMPTS = 5;
+/** Extra rounds for a parent reaped between our mkdirs and create (see {@link reapLockNode}). */
+const MAX_REAPED_ROUNDS = 50;
 
 /** What {@link createProtectedNode} needs of a session. */
 export type ProtectedCreateSession = Pick<ZkSession, 'create' | 'children' | 'alive' | 'sessionTimeoutMs'>;
@@ -33,6 +35,7 @@ export async function createProtectedNode(
 ): Promise<string> {
   const prefix = protectedPrefix(uuid);
   let lastErr: unknown;
+  let reaped = 0;
   for (let attempt = 0; attempt < CREATE_ATTEMPTS; attempt++) {
     try {
       return await s.create(`${parent}/${prefix}${name}`, data, MODE.EPHEMERAL_SEQUENTIAL);
@@ -40,6 +43,9 @@ export async function createProtectedNode(
       lastErr = err;
       if (!(err instanceof ZkError)) throw err;
       if (err.rc === RC.NONODE) {
+        // Reaped between our mkdirs and create (another client left the lock empty): each
+        // such round means someone else got through, so it is progress; bounded all the same.
+        if (reaped++ < MAX_REAPED_ROUNDS) attempt -= 1;
         await mkdirs(s, parent);
         continue;
       }
@@ -86,20 +92,16 @@ async function mkdirs(s: ProtectedCreateSession, path: string): Promise<void> {
 
 /**
  * Curator's ChildReaper idea, done by the client that leaves: once our nodes of a lock are
- * deleted, delete the lock's folders (the semaphore's leases and gate when we used them,
- * then the lock's node) in case that left them empty. The server refuses a folder that has
- * children (NOTEMPTY), so a lock in use is never touched; a create that meets a folder
- * reaped meanwhile recreates it ({@link createProtectedNode}). Tokens are czxids, global
- * to the ensemble, so a recreated folder does not restart them. Best effort, one try, in
- * order (requests of one session are answered in order): docs/backends/zookeeper.md, "Layout".
+ * deleted, delete the lock's node in case that left it empty. The server refuses a node
+ * that has children (NOTEMPTY), so a lock in use is never touched, and neither is an id
+ * that has the semaphore's `locks`/`leases` folders: whether those exist decides whether a
+ * mutex takes the gate (docs/backends/zookeeper.md, "One id, one lock"), so they stay. A
+ * create that meets a lock node reaped meanwhile recreates it ({@link createProtectedNode}).
+ * Tokens are czxids, global to the ensemble, so a recreated node does not restart them.
+ * Best effort, one try: docs/backends/zookeeper.md, "Layout".
  */
-export function reapFolders(s: Pick<ZkSession, 'delete' | 'alive'>, paths: LockPaths, used: readonly string[]): void {
-  if (!s.alive) return;
-  const inside = (dir: string): boolean => used.some((n) => n.startsWith(`${dir}/`));
-  // A semaphore's gate node is gone by the time it holds its lease: a lease implies the gate.
-  const leases = inside(paths.leases);
-  const dirs = [...(leases ? [paths.leases] : []), ...(leases || inside(paths.gate) ? [paths.gate] : []), paths.base];
-  for (const dir of dirs) void s.delete(dir).catch(() => undefined);
+export function reapLockNode(s: Pick<ZkSession, 'delete' | 'alive'>, paths: LockPaths): void {
+  if (s.alive) void s.delete(paths.base).catch(() => undefined);
 }
 
 /** Longest pause between two background retries of one delete. */
