@@ -30,6 +30,8 @@ import { reentryCases } from './cases/reentry.js';
 import { kindCases } from './cases/kinds.js';
 import { inputCases } from './cases/input.js';
 import { electionCases } from './cases/election.js';
+import { edgeCases } from './cases/edges.js';
+import { sequencerCases } from './cases/sequencer.js';
 
 /** What a backend's test file hands to {@link conformance}. */
 export interface ConformanceTarget {
@@ -102,6 +104,8 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
     kindCases(ctx);
     inputCases(ctx);
     electionCases(ctx);
+    edgeCases(ctx);
+    sequencerCases(ctx);
 
     after(() => {
       process.off('unhandledRejection', onUnhandled);

@@ -36,6 +36,10 @@ export interface SqlTarget {
    * statement is one); resolves a reader of the count.
    */
   countInserts(table: string): Promise<() => Promise<number>>;
+  /** How many rows of `lockId` each lock table of the default prefix has (read as an admin). */
+  rowsOf(lockId: string): Promise<{ locks: number; holders: number; queue: number }>;
+  /** Run one statement on the lock tables' database as an admin. */
+  exec(sql: string): Promise<void>;
 }
 
 /** Register the cases. */

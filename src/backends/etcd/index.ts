@@ -17,6 +17,7 @@ import {
   withDeadline,
   type Backend,
   type ConnectOptions,
+  urlUserInfo,
 } from '../kit.js';
 import { EtcdBackend, type EtcdBackendOptions } from './backend.js';
 
@@ -43,7 +44,7 @@ export function etcdOptions(url: URL): EtcdBackendOptions {
     prefix: q.string('prefix') ?? '',
     leaseTtlMs: q.int('leaseTtlMs', 10_000, { min: 1 }),
     ...(operationTimeoutMs !== undefined ? { operationTimeoutMs } : {}),
-    ...(url.username ? { username: decodeURIComponent(url.username), password: decodeURIComponent(url.password) } : {}),
+    ...credentials(url),
   };
 }
 
@@ -75,4 +76,10 @@ export async function createBackend(url: URL, options: ConnectOptions = {}): Pro
     if (options.signal?.aborted && err === options.signal.reason) throw err;
     throw unavailable('etcd', `connect to ${redact(url)}`, err);
   }
+}
+
+/** The URL's user name and password for etcd auth; a malformed %-escape is an InvalidArgumentError. */
+function credentials(url: URL): { username?: string; password?: string } {
+  const { username, password } = urlUserInfo(url);
+  return username === undefined ? {} : { username, password: password ?? '' };
 }

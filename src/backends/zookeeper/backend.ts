@@ -24,7 +24,8 @@ import { EVENT } from './driver.js';
 import { SessionHolds, type ZkHold } from './session-holds.js';
 import { readLockState } from './inspect.js';
 import { lockPaths, parseLeaseData, protectedPrefix, type LockPaths } from './layout.js';
-import { Deleter } from './nodes.js';
+import { Deleter, reapLockNode } from './nodes.js';
+import { watchQueue } from './observe.js';
 import { attemptQueue } from './queue.js';
 import type { Prefetch, RecipeHost, ZkGrantData, ZkTicket } from './recipe.js';
 import { attemptSemaphore } from './semaphore.js';
@@ -306,8 +307,9 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     }
     if (!s.alive) return;
     if (sweep) this.#deleter.sweep(s, [t.paths.base, t.paths.gate, t.paths.leases], protectedPrefix(t.uuid));
-    const deletes = nodes.filter((n): n is string => n !== undefined).map((n) => this.#deleter.delete(s, n));
-    await this.#op(s, 'delete', Promise.all(deletes)).catch(() => undefined);
+    const ours = nodes.filter((n): n is string => n !== undefined);
+    await this.#op(s, 'delete', Promise.all(ours.map((n) => this.#deleter.delete(s, n)))).catch(() => undefined);
+    if (!only && ours.length > 0) reapLockNode(s, t.paths);
   }
 
   waitForChange(_lockId: string, ticket: ZkTicket | undefined, signal: AbortSignal): Promise<void> {
@@ -384,7 +386,17 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     const wasHeld = this.#held.drop(grant.data);
     if (!s.alive) return false;
     const deleted = await this.#op(s, 'delete', Promise.all(nodes.map((n) => this.#deleter.delete(s, n))));
+    reapLockNode(s, this.paths(grant.lockId));
     return wasHeld && deleted.every(Boolean);
+  }
+
+  /**
+   * For `election.observe()`: resolve once the queue of `lockId` may have changed (a watch),
+   * or after `maxMs` at the latest. See observe.ts.
+   */
+  async watchLock(lockId: string, maxMs: number, signal: AbortSignal): Promise<void> {
+    const s = await this.connect(signal);
+    return watchQueue(s, this.paths(lockId).base, maxMs, signal);
   }
 
   async inspect(lockId: string): Promise<LockState> {
