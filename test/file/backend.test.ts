@@ -20,25 +20,32 @@ const here = dirname(fileURLToPath(import.meta.url));
 const T = { timeout: 60_000 };
 
 describe('file backend: URL and directory', () => {
-  test('file:// uses $XDG_RUNTIME_DIR/locksmith, created with mode 0700', T, async () => {
+  test('file:// uses <tmpdir>/locksmith-<uid>, created with mode 0700, whatever XDG_RUNTIME_DIR says', T, async () => {
+    const temp = mkdtempSync(join(tmpdir(), 'locksmith-tmp-'));
     const runtime = mkdtempSync(join(tmpdir(), 'locksmith-xdg-'));
-    const saved = process.env.XDG_RUNTIME_DIR;
-    process.env.XDG_RUNTIME_DIR = runtime;
+    const saved = { TMPDIR: process.env.TMPDIR, XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR };
+    // os.tmpdir() follows TMPDIR: a throw-away one keeps the test off the real default.
+    process.env.TMPDIR = temp;
+    const expected = join(temp, `locksmith-${process.getuid?.() ?? 'user'}`);
     try {
-      assert.equal(defaultDirectory(), join(runtime, 'locksmith'));
-      await using locker = createLocker('file://');
-      await (await locker.lock('default-dir')).release();
-      assert.equal(statSync(join(runtime, 'locksmith')).mode & 0o777, 0o700);
-      assert.equal(readdirSync(join(runtime, 'locksmith', 'locks')).length, 1);
+      for (const xdg of [runtime, undefined]) {
+        if (xdg === undefined) delete process.env.XDG_RUNTIME_DIR;
+        else process.env.XDG_RUNTIME_DIR = xdg;
+        assert.equal(defaultDirectory(), expected);
+        await using locker = createLocker('file://');
+        await (await locker.lock('default-dir')).release();
+      }
+      assert.equal(statSync(expected).mode & 0o777, 0o700);
+      assert.equal(readdirSync(join(expected, 'locks')).length, 1, 'both lockers used the same state file');
+      assert.deepEqual(readdirSync(runtime), [], 'nothing in the runtime directory');
     } finally {
-      if (saved === undefined) delete process.env.XDG_RUNTIME_DIR;
-      else process.env.XDG_RUNTIME_DIR = saved;
+      if (saved.TMPDIR === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved.TMPDIR;
+      if (saved.XDG_RUNTIME_DIR === undefined) delete process.env.XDG_RUNTIME_DIR;
+      else process.env.XDG_RUNTIME_DIR = saved.XDG_RUNTIME_DIR;
+      rmSync(temp, { recursive: true, force: true });
       rmSync(runtime, { recursive: true, force: true });
     }
-  });
-
-  test('without a runtime directory the default is <tmpdir>/locksmith-<uid>', () => {
-    assert.equal(defaultDirectory({}), join(tmpdir(), `locksmith-${process.getuid?.() ?? 'user'}`));
   });
 
   test('a host, or a parameter, is a typed error', T, async () => {

@@ -10,6 +10,7 @@ import { readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   EVERY_CAPABILITY,
+  InvalidArgumentError,
   LockLostError,
   kindsCompatible,
   queueAllows,
@@ -25,7 +26,21 @@ import {
 } from '../kit.js';
 import { bootId, lockPaths, monotonicMs, pidNamespace, processAlive, type LockPaths } from './layout.js';
 import { leave, stillHeld, tryEnter } from './mutex.js';
-import { emptyState, grantable, nextExpiry, parseState, purge, serialize, stretch, type FileHolder, type FileState } from './state.js';
+import type { ListPage, ListRequest } from '../../backend.js';
+import { listPage } from './list.js';
+import {
+  emptyState,
+  grantable,
+  nextExpiry,
+  parseState,
+  purge,
+  serialize,
+  stretch,
+  type FileHolder,
+  type FileState,
+  type FileWaiter,
+} from './state.js';
+import { clocksNow, viewOf } from './view.js';
 import { DirectoryWatch } from './watch.js';
 
 /** The ticket a contended attempt leaves behind: the waiter's id in the lock's queue. */
@@ -115,6 +130,8 @@ export class FileBackend implements Backend<FileTicket, undefined> {
           expiresAt,
           blocksUntil: expiresAt + req.lockDelayMs,
           lockDelayMs: req.lockDelayMs,
+          identity: req.identity,
+          acquiredAt: now,
         });
         if (position >= 0) s.queue.splice(position, 1);
         return { changed: true, value: granted(req, s.last, false) };
@@ -128,7 +145,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
       // grace is gone); a waiter dropped meanwhile queues again at the end.
       if (mine && mine.expiresAt - now > (expiresAt - now) / 2) return { changed: false, value: { granted: false, contended: { ticket } } };
       if (mine) mine.expiresAt = expiresAt;
-      else s.queue.push({ id, kind: req.kind, fair: req.fair, permits: req.permits, expiresAt, pid: process.pid, ns: pidNamespace() });
+      else s.queue.push(queued(req, id, expiresAt, now));
       return { changed: true, value: { granted: false, contended: { ticket } } };
     });
   }
@@ -229,8 +246,11 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     await this.#update(req.lockId, NEVER, (s) => {
       const before = s.holders.length + s.queue.length;
       if (ticket) s.queue = s.queue.filter((w) => w.id !== ticket.waiterId);
-      // An attempt that failed in flight: drop whatever hold of this owner it left.
-      else if (req.freshOwner) s.holders = s.holders.filter((h) => h.ownerId !== req.ownerId);
+      // An attempt that failed in flight: drop whatever hold or place of this owner it left.
+      else if (req.freshOwner) {
+        s.holders = s.holders.filter((h) => h.ownerId !== req.ownerId);
+        s.queue = s.queue.filter((w) => w.ownerId !== req.ownerId);
+      }
       return { changed: s.holders.length + s.queue.length !== before, value: undefined };
     });
   }
@@ -267,16 +287,33 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     } catch (err) {
       throw unavailable(this.name, `read of the state of '${lockId}'`, err);
     }
-    const now = monotonicMs();
-    purge(s, now, processAlive);
-    const holders = s.holders.map((h) => ({
-      ownerId: h.ownerId,
-      kind: h.kind,
-      token: h.token,
-      expiresInMs: Math.max(0, Math.round(h.expiresAt - now)),
-      count: h.count,
-    }));
-    return { lockId, holders, waiters: s.queue.length, ...(s.last > 0n ? { lastToken: s.last } : {}) };
+    return viewOf(s, clocksNow());
+  }
+
+  /** One page of the locks with a holder or a waiter, in file name order (list.ts). */
+  async list(req: ListRequest): Promise<ListPage> {
+    try {
+      return await listPage(this.directory, req);
+    } catch (err) {
+      if (err instanceof InvalidArgumentError || req.signal.aborted) throw err;
+      throw unavailable(this.name, 'listing of the locks', err, { context: { directory: this.directory } });
+    }
+  }
+
+  /**
+   * End every hold of `lockId` at once (lock delay included: breaking is on purpose) and
+   * bump the token counter, so that the next grant's token is above the broken ones by more
+   * than one and a broken holder's renewal finds no hold. Waiters keep their places; the
+   * write wakes them as a release would.
+   */
+  async forceRelease(lockId: string): Promise<number> {
+    return this.#update(lockId, NEVER, (s) => {
+      const ended = s.holders.length;
+      if (ended === 0) return { changed: false, value: 0 };
+      s.holders = [];
+      s.last += 1n;
+      return { changed: true, value: ended };
+    });
   }
 
   async close(): Promise<void> {
@@ -381,6 +418,11 @@ function granted(req: AcquireRequest<FileTicket>, token: bigint, reentered: bool
     data: undefined,
   };
   return { granted: true, grant };
+}
+
+function queued(req: AcquireRequest<FileTicket>, id: string, expiresAt: number, now: number): FileWaiter {
+  const { kind, fair, permits, ownerId, identity } = req;
+  return { id, ownerId, kind, fair, permits, expiresAt, pid: process.pid, ns: pidNamespace(), identity, since: now };
 }
 
 function find(s: FileState, grant: Grant<undefined>): FileHolder | undefined {

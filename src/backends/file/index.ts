@@ -16,13 +16,12 @@ export { FileBackend, FILE_CAPABILITIES, type FileBackendOptions, type FileTicke
 export { fileName } from './layout.js';
 
 /**
- * The directory `file://` (an empty path) uses: `$XDG_RUNTIME_DIR/locksmith` when the
- * runtime directory is set (per user, on tmpfs, gone at logout or reboot), else
- * `<os.tmpdir()>/locksmith-<uid>`.
+ * The directory `file://` (an empty path) uses: `<os.tmpdir()>/locksmith-<uid>`, the same
+ * for every process of the user whatever its session. Not `$XDG_RUNTIME_DIR`: a cron job or
+ * a systemd service usually has none while a login shell has one, and the two would
+ * silently lock in different directories (docs/backends/file.md).
  */
-export function defaultDirectory(env: NodeJS.ProcessEnv = process.env): string {
-  const runtime = env.XDG_RUNTIME_DIR;
-  if (runtime !== undefined && runtime !== '') return join(runtime, 'locksmith');
+export function defaultDirectory(): string {
   const uid = typeof process.getuid === 'function' ? process.getuid() : 'user';
   return join(tmpdir(), `locksmith-${uid}`);
 }
@@ -40,8 +39,8 @@ export function directoryOf(url: URL): string {
 /**
  * Create the directory (mode 0700 when it does not exist) and its `locks/` and `work/` (the
  * directory's own mode; files follow the umask: the directory is what keeps others out). The default directory
- * lives in a shared place when there is no runtime directory: it must be ours and not
- * writable by others, or another user could read or forge our locks.
+ * lives in a shared place (the temporary directory): it must be ours and not writable by
+ * others, or another user could read or forge our locks.
  */
 export function prepareDirectory(dir: string, isDefault: boolean): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
