@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -94,7 +94,10 @@ describe('file backend: critical section recovery', () => {
     const mutex = join(dir, 'work', `${fileName('other-ns')}.mutex`);
     writeFileSync(mutex, `${dead} 0.x ${bootId()} pid:[1] ${monotonicMs()}`);
     await using locker = createLocker(url);
-    await assert.rejects(locker.lock('other-ns', { timeoutMs: 300 }));
+    // The caller's signal, not timeoutMs: a wait bound lets the first attempt answer, and it
+    // would answer only once the section is old enough to be broken.
+    await assert.rejects(locker.lock('other-ns', { signal: AbortSignal.timeout(300) }));
+    assert.ok(existsSync(mutex), 'the section was left alone');
     rmSync(mutex);
     await (await locker.lock('other-ns', { timeoutMs: 30_000 })).release();
   });
@@ -103,7 +106,10 @@ describe('file backend: critical section recovery', () => {
     const mutex = join(dir, 'work', `${fileName('busy-owner')}.mutex`);
     writeFileSync(mutex, `${process.ppid} 0.x ${bootId()} ${pidNamespace()} ${monotonicMs()}`);
     await using locker = createLocker(url);
-    await assert.rejects(locker.lock('busy-owner', { timeoutMs: 300 }));
+    // The caller's signal, not timeoutMs: a wait bound lets the first attempt answer, and it
+    // would answer only once the section is old enough to be broken.
+    await assert.rejects(locker.lock('busy-owner', { signal: AbortSignal.timeout(300) }));
+    assert.ok(existsSync(mutex), 'the section was left alone');
     rmSync(mutex);
     await (await locker.lock('busy-owner', { timeoutMs: 30_000 })).release();
   });
