@@ -187,6 +187,21 @@ describe('file backend: listing in pages', () => {
     for (const id of ['pfx:a:1', long, 'pfy:a:1']) assert.ok(all.includes(id), id);
   });
 
+  test('idle ids cost reads but never an unbounded page: a page reads at most limit + 1,000 state files', T, async () => {
+    const b = await seam();
+    for (let i = 0; i < 1_005; i++) await b.release(await hold(b, `idle:${String(i).padStart(4, '0')}`));
+    await hold(b, 'idle:held');
+    const first = await page(b, 'idle:', 1);
+    assert.deepEqual(first.locks, [], 'the first page stops after 1,001 idle files');
+    assert.ok(first.cursor !== undefined, 'and says where to go on');
+    const second = await page(b, 'idle:', 1, first.cursor);
+    assert.deepEqual(
+      second.locks.map((l) => l.lockId),
+      ['idle:held'],
+    );
+    assert.equal(second.cursor, undefined);
+  });
+
   test('a cursor this backend did not give is an InvalidArgumentError', T, async () => {
     const b = await seam();
     const bad = [

@@ -22,7 +22,7 @@ import { parseState, type FileState } from './state.js';
 import { clocksNow, viewOf } from './view.js';
 
 /** Beyond `limit`, at most this many state files a page reads (idle or unreadable ones). */
-export const IDLE_READS = 1_000;
+const IDLE_READS = 1_000;
 /** State files read at once. */
 const BATCH = 32;
 /** Cursors of this backend start so; the rest is a state file's name. */
@@ -31,12 +31,12 @@ const CURSOR_TAG = 'file1.';
 const NAME = /^(?:h[0-9a-f]{64}|x(?:[0-9a-f]{2}){1,100})$/;
 
 /** The cursor that resumes after the state file `name`. */
-export function cursorAfter(name: string): string {
+function cursorAfter(name: string): string {
   return CURSOR_TAG + name;
 }
 
 /** The state file name a cursor of this backend resumes after. */
-export function nameOfCursor(cursor: string): string {
+function nameOfCursor(cursor: string): string {
   const name = cursor.startsWith(CURSOR_TAG) ? cursor.slice(CURSOR_TAG.length) : '';
   if (!NAME.test(name))
     throw new InvalidArgumentError('cursor', 'not a cursor of the file backend (pass back the cursor of the previous page)');
@@ -48,7 +48,7 @@ export function nameOfCursor(cursor: string): string {
  * ids only those whose hex starts with the prefix's (exact for a well-formed prefix; a
  * prefix with a lone surrogate is checked on the stored id only).
  */
-export function candidates(names: readonly string[], prefix: string, after: string | undefined): string[] {
+function candidates(names: readonly string[], prefix: string, after: string | undefined): string[] {
   const bytes = Buffer.from(prefix, 'utf8');
   const wellFormed = bytes.toString('utf8') === prefix;
   const short = `x${bytes.toString('hex')}`;
