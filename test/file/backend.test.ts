@@ -115,6 +115,24 @@ describe('file backend: critical section recovery', () => {
   });
 });
 
+describe('file backend: a directory cleaned away while in use', () => {
+  test('work/, or the whole directory, removed by a cleaner of /tmp is made again on the next change', T, async () => {
+    const { dir, url } = lockDirectory('file-clean');
+    await using locker = createLocker(url);
+    const first = await locker.lock('cleaned');
+    await first.release();
+    rmSync(join(dir, 'work'), { recursive: true });
+    const second = await locker.lock('cleaned', { timeoutMs: 30_000 });
+    assert.ok(second.token > first.token, 'the state file survived: tokens go on');
+    await second.release();
+    rmSync(dir, { recursive: true });
+    const third = await locker.lock('cleaned', { timeoutMs: 30_000 });
+    assert.equal(third.token, 1n, 'the state file went with the directory: tokens restart');
+    await third.release();
+    assert.equal(statSync(dir).mode & 0o777, 0o700);
+  });
+});
+
 describe('createLocker() without a URL', () => {
   const run = (env: NodeJS.ProcessEnv): Promise<{ stderr: string }> =>
     promisify(execFile)(process.execPath, ['--import', 'tsx', join(here, 'warn-child.ts')], { env: { ...env, NODE_OPTIONS: '' } });

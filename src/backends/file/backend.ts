@@ -6,7 +6,7 @@
  * docs/backends/file.md.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   EVERY_CAPABILITY,
@@ -24,7 +24,7 @@ import {
   type Grant,
   type LockState,
 } from '../kit.js';
-import { bootId, lockPaths, monotonicMs, pidNamespace, processAlive, type LockPaths } from './layout.js';
+import { bootId, lockPaths, monotonicMs, prepareDirectory, processAlive, type LockPaths } from './layout.js';
 import { leave, stillHeld, tryEnter } from './mutex.js';
 import type { ListPage, ListRequest } from '../../backend.js';
 import { listPage } from './list.js';
@@ -32,13 +32,15 @@ import {
   emptyState,
   grantable,
   nextExpiry,
+  newHolder,
   parseState,
   purge,
+  queued,
+  reenter,
   serialize,
   stretch,
   type FileHolder,
   type FileState,
-  type FileWaiter,
 } from './state.js';
 import { clocksNow, viewOf } from './view.js';
 import { DirectoryWatch } from './watch.js';
@@ -54,6 +56,11 @@ export interface FileBackendOptions {
   readonly pollMs?: number;
   /** A critical section whose owner is alive but has not finished after this long is broken. @default 2000 */
   readonly staleMs?: number;
+  /**
+   * The directory is the shared default one: when it has to be recreated (cleaned away
+   * while in use), it must again be this user's with mode 0700 (`prepareDirectory`). @default false
+   */
+  readonly isDefault?: boolean;
 }
 
 /** Without a queue position there is nothing to be woken for: look again after this long. */
@@ -96,6 +103,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
   readonly directory: string;
   readonly #pollMs: number;
   readonly #staleMs: number;
+  readonly #isDefault: boolean;
   readonly #watch: DirectoryWatch;
   /** The waiters asleep on each lock's file name, and how to stop watching it. */
   readonly #sleepers = new Map<string, { readonly looks: Set<(read: () => FileState) => void>; readonly off: () => void }>();
@@ -106,6 +114,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     this.directory = directory;
     this.#pollMs = options.pollMs ?? 1_000;
     this.#staleMs = options.staleMs ?? 2_000;
+    this.#isDefault = options.isDefault ?? false;
     this.#watch = new DirectoryWatch(join(directory, 'locks'));
   }
 
@@ -121,18 +130,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
       const ahead = position >= 0 ? s.queue.slice(0, position) : s.queue;
       if (kindsCompatible(s.holders, req) && queueAllows(req, ahead, s.holders.length)) {
         s.last += 1n;
-        const expiresAt = now + req.ttlMs;
-        s.holders.push({
-          ownerId: req.ownerId,
-          kind: req.kind,
-          token: s.last,
-          count: 1,
-          expiresAt,
-          blocksUntil: expiresAt + req.lockDelayMs,
-          lockDelayMs: req.lockDelayMs,
-          identity: req.identity,
-          acquiredAt: now,
-        });
+        s.holders.push(newHolder(req, s.last, now));
         if (position >= 0) s.queue.splice(position, 1);
         return { changed: true, value: granted(req, s.last, false) };
       }
@@ -356,6 +354,22 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     }
   }
 
+  /**
+   * True when `err` is a missing `work/` or `locks/` (a cleaner of the temporary directory
+   * removed them while unused) and they were made again: the section is tried again. False
+   * when both exist, so another missing file fails as it is, never in a loop.
+   */
+  #recreated(err: unknown): boolean {
+    if ((err as { code?: unknown }).code !== 'ENOENT') return false;
+    if (existsSync(join(this.directory, 'work')) && existsSync(join(this.directory, 'locks'))) return false;
+    try {
+      prepareDirectory(this.directory, this.#isDefault);
+    } catch {
+      return false;
+    }
+    return true;
+  }
+
   /** One try of the section, synchronous from enter to leave: undefined when it was busy. */
   #section<T>(
     paths: LockPaths,
@@ -366,6 +380,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     try {
       held = tryEnter(paths.mutex, this.#staleMs);
     } catch (err) {
+      if (this.#recreated(err)) return undefined;
       throw unavailable(this.name, `critical section of '${lockId}'`, err, { context: { directory: this.directory } });
     }
     if (!held) return undefined;
@@ -387,24 +402,12 @@ export class FileBackend implements Backend<FileTicket, undefined> {
       return { value: out.value, wrote };
     } catch (err) {
       if (err instanceof LockLostError) throw err;
+      if (this.#recreated(err)) return undefined;
       throw unavailable(this.name, `update of the state of '${lockId}'`, err, { context: { directory: this.directory } });
     } finally {
       leave(held);
     }
   }
-}
-
-/**
- * Server-side reentrancy: the same owner holding the same kind re-enters with a count. The
- * hold's lease is stretched to cover the new grant's ttl.
- */
-function reenter(s: FileState, req: AcquireRequest<FileTicket>, now: number): FileHolder | undefined {
-  if (req.kind === 'semaphore') return undefined;
-  const mine = s.holders.find((h) => h.ownerId === req.ownerId && h.kind === req.kind && h.expiresAt > now);
-  if (!mine) return undefined;
-  mine.count += 1;
-  stretch(mine, now + req.ttlMs);
-  return mine;
 }
 
 function granted(req: AcquireRequest<FileTicket>, token: bigint, reentered: boolean): AcquireResult<FileTicket, undefined> {
@@ -418,11 +421,6 @@ function granted(req: AcquireRequest<FileTicket>, token: bigint, reentered: bool
     data: undefined,
   };
   return { granted: true, grant };
-}
-
-function queued(req: AcquireRequest<FileTicket>, id: string, expiresAt: number, now: number): FileWaiter {
-  const { kind, fair, permits, ownerId, identity } = req;
-  return { id, ownerId, kind, fair, permits, expiresAt, pid: process.pid, ns: pidNamespace(), identity, since: now };
 }
 
 function find(s: FileState, grant: Grant<undefined>): FileHolder | undefined {

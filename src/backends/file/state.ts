@@ -4,7 +4,11 @@
  * backend (docs/architecture.md), applied to a copy read from disk inside the lock's
  * critical section (docs/backends/file.md).
  */
-import { exclusiveKind as exclusive, kindsCompatible as compatible, queueAllows, type LockKind } from '../kit.js';
+import { exclusiveKind as exclusive, kindsCompatible as compatible, queueAllows, type AcquireRequest, type LockKind } from '../kit.js';
+import { pidNamespace } from './layout.js';
+
+/** What the rules read of an acquisition. */
+type Ask = Pick<AcquireRequest, 'kind' | 'permits' | 'fair' | 'ownerId' | 'identity' | 'ttlMs' | 'lockDelayMs'>;
 
 /** One hold (re-entered holds of one owner share it, with a count). Times: system-wide monotonic ms. */
 export interface FileHolder {
@@ -175,4 +179,30 @@ export function nextExpiry(s: Pick<FileState, 'holders' | 'queue'>): number {
 export function stretch(h: FileHolder, expiresAt: number): void {
   h.expiresAt = Math.max(h.expiresAt, expiresAt);
   h.blocksUntil = h.expiresAt + h.lockDelayMs;
+}
+
+/** A new hold granted at `now` with `token`. */
+export function newHolder(req: Ask, token: bigint, now: number): FileHolder {
+  const expiresAt = now + req.ttlMs;
+  const { ownerId, kind, lockDelayMs, identity } = req;
+  return { ownerId, kind, token, count: 1, expiresAt, blocksUntil: expiresAt + lockDelayMs, lockDelayMs, identity, acquiredAt: now };
+}
+
+/**
+ * Server-side reentrancy: the same owner holding the same kind re-enters with a count. The
+ * hold's lease is stretched to cover the new grant's ttl.
+ */
+export function reenter(s: FileState, req: Ask, now: number): FileHolder | undefined {
+  if (req.kind === 'semaphore') return undefined;
+  const mine = s.holders.find((h) => h.ownerId === req.ownerId && h.kind === req.kind && h.expiresAt > now);
+  if (!mine) return undefined;
+  mine.count += 1;
+  stretch(mine, now + req.ttlMs);
+  return mine;
+}
+
+/** The queue entry of a waiting acquisition, written by its own process. */
+export function queued(req: Ask, id: string, expiresAt: number, now: number): FileWaiter {
+  const { kind, fair, permits, ownerId, identity } = req;
+  return { id, ownerId, kind, fair, permits, expiresAt, pid: process.pid, ns: pidNamespace(), identity, since: now };
 }
