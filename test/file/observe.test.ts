@@ -28,9 +28,12 @@ async function seam(): Promise<FileBackend> {
 
 let owners = 0;
 
-/** Hold `lockId` through the seam (one attempt, a fresh owner unless `over` says otherwise). */
+/**
+ * Hold `lockId` through the seam (one attempt, a fresh owner and a lease far longer than any
+ * test, unless `over` says otherwise: a lease running out under load would change what is listed).
+ */
 async function hold(b: FileBackend, lockId: string, over: Partial<AcquireRequest<FileTicket>> = {}): Promise<Grant<undefined>> {
-  const result = await b.tryAcquire(seamRequest<FileTicket>(lockId, `owner-${++owners}`, { wait: false, ...over }));
+  const result = await b.tryAcquire(seamRequest<FileTicket>(lockId, `owner-${++owners}`, { wait: false, ttlMs: 600_000, ...over }));
   assert.ok(result.granted, `${lockId} granted`);
   return result.grant;
 }
@@ -262,7 +265,8 @@ describe('file backend: breaking a lock on purpose', () => {
   test("a holder in another process loses the lock at its next renewal; the next token is above the broken one's + 1", T, async () => {
     const b = await seam();
     const lockId = 'break:proc';
-    const holder = spawnChild({ mode: 'hold', url, lockId, ttlMs: 1_000 });
+    // Renewed every second or so: long enough that load does not lose it before it is broken.
+    const holder = spawnChild({ mode: 'hold', url, lockId, ttlMs: 3_000 });
     const held = await nextMessage(holder, 'held');
     assert.equal(await b.forceRelease(lockId), 1);
     await eventually('the holder to see its lock lost', async () => {
