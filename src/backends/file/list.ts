@@ -23,7 +23,7 @@ import { clocksNow, viewOf } from './view.js';
 
 /** Beyond `limit`, at most this many state files a page reads (idle or unreadable ones). */
 const IDLE_READS = 1_000;
-/** State files read at once. */
+/** At most this many state files read at once. */
 const BATCH = 32;
 /** Cursors of this backend start so; the rest is a state file's name. */
 const CURSOR_TAG = 'file1.';
@@ -71,7 +71,8 @@ export async function listPage(directory: string, req: ListRequest): Promise<Lis
   let next = 0;
   while (next < names.length && next < budget && locks.length < req.limit) {
     req.signal.throwIfAborted();
-    const batch = names.slice(next, Math.min(next + BATCH, budget));
+    // No more reads than locks still missing (every file may hold one), at most BATCH at once.
+    const batch = names.slice(next, Math.min(next + Math.min(BATCH, req.limit - locks.length), budget));
     const states = await Promise.all(batch.map((n) => readListed(locksDir, n)));
     const clocks = clocksNow();
     for (const s of states) {
