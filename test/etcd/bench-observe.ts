@@ -1,7 +1,8 @@
 /**
  * Figures for docs/backends/etcd.md, "Listing" (not a test: `npx tsx test/etcd/bench-observe.ts`).
  * 1. The uncontended lock + release cost with no identity, a typical one and the largest
- *    allowed, in alternating rounds through the seam.
+ *    allowed, in alternating rounds through the seam; with `BEFORE=<a checkout of the code
+ *    before identities were stored>` also that code's backend (its value has no `id`/`at`).
  * 2. The time to page through 10,000 held locks with limit 1000.
  */
 import { randomBytes } from 'node:crypto';
@@ -27,21 +28,33 @@ async function lockRelease(backend: EtcdBackend, identity: string): Promise<numb
   return (performance.now() - started) / OPS;
 }
 
+/** The backend of an older checkout, when `BEFORE` names one. */
+async function beforeBackend(url: string): Promise<EtcdBackend | undefined> {
+  const dir = process.env['BEFORE'];
+  if (!dir) return undefined;
+  const mod = (await import(`${dir}/src/backends/etcd/index.ts`)) as { createEtcdBackend: (raw: string) => EtcdBackend };
+  return mod.createEtcdBackend(url);
+}
+
 async function identityCost(url: string): Promise<void> {
   const backend = createEtcdBackend(url);
+  const old = await beforeBackend(url);
   const arms: Record<string, string> = {
     none: '',
     typical: makeIdentity('billing-worker', undefined).encoded,
     max: makeIdentity('n', { pad: 'x'.repeat(480) }).encoded.padEnd(1024, ' '),
   };
-  const times: Record<string, number[]> = { none: [], typical: [], max: [] };
+  const times: Record<string, number[]> = { ...(old ? { before: [] } : {}), none: [], typical: [], max: [] };
   await lockRelease(backend, ''); // warm-up
+  if (old) await lockRelease(old, '');
+  const names = Object.keys(times);
   for (let round = 0; round < ROUNDS; round++) {
-    const order = round % 2 === 0 ? ['none', 'typical', 'max'] : ['max', 'typical', 'none'];
-    for (const arm of order) times[arm]?.push(await lockRelease(backend, arms[arm] ?? ''));
+    const order = round % 2 === 0 ? names : [...names].reverse();
+    for (const arm of order)
+      times[arm]?.push(await lockRelease(arm === 'before' && old ? old : backend, arms[arm] ?? arms['typical'] ?? ''));
   }
   const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
-  const base = median(times['none'] ?? []);
+  const base = median(times[old ? 'before' : 'none'] ?? []);
   for (const arm of Object.keys(times)) {
     const m = median(times[arm] ?? []);
     console.log(
@@ -49,6 +62,7 @@ async function identityCost(url: string): Promise<void> {
     );
   }
   await backend.close();
+  await old?.close();
 }
 
 /** 10,000 locksmith-shaped keys on one lease (what 10,000 held locks of one backend look like). */

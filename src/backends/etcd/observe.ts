@@ -166,7 +166,10 @@ export async function listPage(client: EtcdClient, prefix: string, req: ListRequ
     if (tail && lastKey.startsWith(`${prefix}${tail.segment}/`)) {
       // The last lock may go on past this range.
       if (groups.length > 1) groups = groups.slice(0, -1);
-      else tail.entries = (await client.list(`${prefix}${tail.segment}/`, req.signal)).entries.filter((e) => e.lease !== '0');
+      else
+        tail.entries = (await client.list(`${prefix}${tail.segment}/`, req.signal)).entries.filter(
+          (e) => segmentOf(prefix, e) === tail.segment,
+        );
     }
     const end = groups[groups.length - 1];
     cursor = end ? after(prefix, end.segment) : Buffer.concat([Buffer.from(lastKey), Buffer.from([0])]);
