@@ -58,7 +58,7 @@ async function identityCost(url: string): Promise<void> {
   for (const arm of Object.keys(times)) {
     const m = median(times[arm] ?? []);
     console.log(
-      `${arm.padEnd(8)} ${(arms[arm] ?? '').length} B  median ${m.toFixed(3)} ms/op  ${(((m - base) / base) * 100).toFixed(1)} %`,
+      `${arm.padEnd(8)} ${arm === 'before' ? '(no id, no at)' : `${(arms[arm] ?? '').length} B`}  median ${m.toFixed(3)} ms/op  ${(((m - base) / base) * 100).toFixed(1)} %`,
     );
   }
   await backend.close();

@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { Etcd3 } from 'etcd3';
 import { createLocker, InvalidArgumentError, LockLostError, type LockState } from '../../src/index.js';
 import { createEtcdBackend, type EtcdBackend } from '../../src/backends/etcd/index.js';
 import { decodeIdentity } from '../../src/observe/identity.js';
@@ -207,5 +208,40 @@ test('ends every shared hold, and the next grant token is at least the broken to
     assert.equal((await backend.list({ prefix: '', limit: 5, cursor: undefined, signal })).locks.length, 0, 'released: not listed');
   } finally {
     await Promise.allSettled([backend.close(), a.close()]);
+  }
+});
+
+test('a forced release racing with readers that keep arriving leaves no hold older than its fence', T, async () => {
+  const url = isolated();
+  const breaker = createEtcdBackend(url);
+  const readers = createEtcdBackend(url);
+  const raw = new Etcd3({ hosts: server.endpoints.split(',') });
+  let running = true;
+  let granted = 0;
+  const loop = async (n: number): Promise<void> => {
+    for (let i = 0; running; i++) {
+      const r = await readers.tryAcquire(seamRequest('race', `r${n}-${i}`, { kind: 'read', wait: false }));
+      if (r.granted) granted += 1;
+    }
+  };
+  const loops = Array.from({ length: 8 }, (_, n) => loop(n));
+  try {
+    await eventually('readers hold', () => granted > 8);
+    for (let round = 0; round < 10; round++) {
+      await breaker.forceRelease('race');
+      const fence = await raw.get(`${breaker.prefix}%fence/race`).exec();
+      const at = BigInt(fence.kvs[0]?.mod_revision ?? '0');
+      const older = await raw
+        .getAll()
+        .prefix(`${breaker.prefix}race/`)
+        .maxCreateRevision((at - 1n).toString())
+        .keys();
+      assert.deepEqual(older, [], `no key created before the fence (${at}) survives it`);
+    }
+  } finally {
+    running = false;
+    await Promise.allSettled(loops);
+    await Promise.allSettled([breaker.close(), readers.close()]);
+    raw.close();
   }
 });

@@ -3,8 +3,9 @@
  * the state of one lock from its keys, one bounded page of every lock under the backend's
  * prefix, and a forced release in one guarded transaction.
  */
-import { BackendUnavailableError, InvalidArgumentError, type Backend, type HolderState, type LockState } from '../kit.js';
-import { entriesOf, rangeOp, type EtcdClient, type Entry } from './client.js';
+import { InvalidArgumentError, type Backend, type HolderState, type LockState } from '../kit.js';
+import type { IRequestOp } from 'etcd3';
+import { createdAt, entriesOf, rangeOp, type EtcdClient, type Entry } from './client.js';
 import { encodeLockId, fenceKey, lockIdOf, lockPrefix, rangeEnd } from './layout.js';
 import { holders, holding, type Holder } from './recipe.js';
 
@@ -15,8 +16,10 @@ export type ListPage = Awaited<ReturnType<NonNullable<Backend['list']>>>;
 type WaiterState = NonNullable<LockState['queue']>[number];
 
 const MAX_TTL_LOOKUPS = 16;
-/** Up to this many keys, a forced release guards every key it listed (etcd takes 128 compares). */
-const MAX_GUARDED_KEYS = 100;
+/** Holder keys deleted per transaction (with the fence put, within etcd's 128 operations). */
+const MAX_TXN_DELETES = 120;
+/** Rounds of ending the holds a forced release's listing missed (each ends up to 120 or finds them gone). */
+const MAX_BREAK_ROUNDS = 64;
 const CURSOR_TAG = 'e1.';
 
 /** Remaining ttl (ms) of some leases, by lease id, as the server reports it. */
@@ -186,49 +189,49 @@ export async function listPage(client: EtcdClient, prefix: string, req: ListRequ
 }
 
 /**
- * End every hold of `lockId` in one transaction guarded by the listing it decided from: the
- * holders' keys are deleted and the lock's fence key is written. Any write raises etcd's
- * revision, so the next key created (the next grant's token) is above the broken tokens by
- * at least two; the fence keeps that revision as the lock's `lastToken`.
+ * End every hold of `lockId`: one transaction deletes the holders' keys and writes the
+ * lock's fence key (revision R). Any write raises etcd's revision, so the next key created
+ * (the next grant's token) is above the broken tokens by at least two; the fence keeps R as
+ * the lock's `lastToken`. Holds that began between the listing and R (a racing acquisition,
+ * a waiter granted as a holder left) are read from revision R − 1 and ended too, guarded by
+ * their create revision, so every hold that existed at the break ends; waiters stay.
  */
 export async function forceRelease(client: EtcdClient, prefix: string, lockId: string): Promise<number> {
   const keyPrefix = lockPrefix(prefix, lockId);
-  for (let round = 0; round < 8; round++) {
-    const { entries, revision } = await client.list(keyPrefix);
-    const keys = holders(entries);
-    const hold = holding(keys);
-    if (hold.length === 0) return 0;
-    const guarded = keys.length <= MAX_GUARDED_KEYS ? keys : hold;
-    const from = Buffer.from(keyPrefix);
-    const res = await client.txn('force release', {
-      compare: [
-        ...guarded.map((k) => ({
-          key: Buffer.from(k.key),
-          target: 'Create' as const,
-          result: 'Equal' as const,
-          create_revision: k.createRevision.toString(),
-        })),
-        // No key created since the listing (a racing acquisition): decide again.
-        {
-          key: from,
-          range_end: rangeEnd(from),
-          target: 'Create' as const,
-          result: 'Less' as const,
-          create_revision: (revision + 1n).toString(),
-        },
-      ],
-      success: [
-        ...hold.map((k) => ({ request_delete_range: { key: Buffer.from(k.key) } })),
-        {
-          request_put: {
-            key: Buffer.from(fenceKey(prefix, lockId)),
-            value: Buffer.from(JSON.stringify({ broken: hold.map((k) => k.createRevision.toString()) })),
-          },
-        },
-      ],
+  const hold = holding(holders((await client.list(keyPrefix)).entries));
+  if (hold.length === 0) return 0;
+  const first = hold.slice(0, MAX_TXN_DELETES);
+  const res = await client.txn('force release', {
+    compare: [],
+    success: [...first.map(deleteOp), fenceOp(prefix, lockId, hold)],
+    failure: [],
+  });
+  let ended = res.responses.slice(0, first.length).filter((r) => (r.response_delete_range?.deleted ?? '0') !== '0').length;
+  const at = BigInt(res.header.revision);
+  const range = rangeOp(keyPrefix).request_range ?? {};
+  const before = await client.call('force release', () => client.raw.kv.range({ ...range, revision: (at - 1n).toString() }));
+  let rest = holding(holders(entriesOf(before))).filter((k) => !first.some((f) => same(f, k)));
+  for (let round = 0; rest.length > 0 && round < MAX_BREAK_ROUNDS; round++) {
+    const now = (await client.list(keyPrefix)).entries;
+    rest = rest.filter((k) => now.some((e) => same(e, k)));
+    const chunk = rest.slice(0, MAX_TXN_DELETES);
+    if (chunk.length === 0) break;
+    const swept = await client.txn('force release', {
+      compare: chunk.map((k) => createdAt(k.key, k.createRevision)),
+      success: chunk.map(deleteOp),
       failure: [],
     });
-    if (res.succeeded) return hold.length;
+    if (!swept.succeeded) continue;
+    ended += chunk.length;
+    rest = rest.slice(chunk.length);
   }
-  throw new BackendUnavailableError('etcd', `etcd: the keys of '${lockId}' kept changing during a forced release`, { context: { lockId } });
+  return ended;
+}
+
+const same = (a: Entry, b: Entry): boolean => a.key === b.key && a.createRevision === b.createRevision;
+const deleteOp = (k: Entry): IRequestOp => ({ request_delete_range: { key: Buffer.from(k.key) } });
+
+function fenceOp(prefix: string, lockId: string, broken: readonly Holder[]): IRequestOp {
+  const value = JSON.stringify({ broken: broken.slice(0, 16).map((k) => k.createRevision.toString()) });
+  return { request_put: { key: Buffer.from(fenceKey(prefix, lockId)), value: Buffer.from(value) } };
 }
