@@ -22,7 +22,13 @@ export function entryState(lockId: string, e: Entry | undefined, now = performan
     acquiredAt: h.acquiredAt,
     leaseEndsAt: Math.round(epoch + (h.expiresAt - now)),
   }));
-  const queue: WaiterState[] = e.queue.map((w) => ({ ownerId: w.ownerId, kind: w.kind, fair: w.fair, identity: w.identity, since: w.since }));
+  const queue: WaiterState[] = e.queue.map((w) => ({
+    ownerId: w.ownerId,
+    kind: w.kind,
+    fair: w.fair,
+    identity: w.identity,
+    since: w.since,
+  }));
   const last = e.holders.reduce((m, h) => (h.token > m ? h.token : m), 0n);
   return { lockId, holders, waiters: e.queue.length, queue, ...(last > 0n ? { lastToken: last } : {}) };
 }
