@@ -25,6 +25,7 @@ import { reentryCases } from './cases/reentry.js';
 import { kindCases } from './cases/kinds.js';
 import { inputCases } from './cases/input.js';
 import { electionCases } from './cases/election.js';
+import { observeCases } from './cases/observe.js';
 
 /** What a backend's test file hands to {@link conformance}. */
 export interface ConformanceTarget {
@@ -47,6 +48,8 @@ export interface ConformanceTarget {
 export interface SuiteContext {
   readonly target: ConformanceTarget;
   readonly caps: Capabilities;
+  /** The optional seam methods of seeing and breaking locks the backend has. */
+  readonly observe: { readonly list: boolean; readonly forceRelease: boolean };
   readonly shortTtl: number;
   /** A fresh client, closed after the case. */
   client(options?: Partial<LockerOptions>): Locker;
@@ -61,7 +64,9 @@ export const T = { timeout: 120_000 };
 /** Register the conformance cases for `target` (await it at module top level). */
 export async function conformance(target: ConformanceTarget): Promise<void> {
   const probe = target.createLocker();
-  const caps = { ...(await probe.backend()).capabilities };
+  const probed = await probe.backend();
+  const caps = { ...probed.capabilities };
+  const observe = { list: typeof probed.list === 'function', forceRelease: typeof probed.forceRelease === 'function' };
   await probe.close();
 
   const open: Locker[] = [];
@@ -73,6 +78,7 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
   const ctx: SuiteContext = {
     target,
     caps,
+    observe,
     shortTtl: target.shortTtlMs ?? 500,
     client: (options) => {
       const l = target.createLocker(options);
@@ -93,6 +99,7 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
     kindCases(ctx);
     inputCases(ctx);
     electionCases(ctx);
+    observeCases(ctx);
 
     after(() => {
       process.off('unhandledRejection', onUnhandled);
