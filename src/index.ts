@@ -24,7 +24,7 @@ export {
 export { type WatchEvent, type WatchOptions } from './observe/watch.js';
 export { type ForceReleaseOptions } from './observe/break.js';
 export { instrumentPrometheus, type PrometheusOptions } from './metrics.js';
-export { instrumentTracing, type TracerLike, type SpanLike } from './tracing.js';
+export { instrumentTracing, instrumentMeter, type TracerLike, type SpanLike, type MeterLike } from './tracing.js';
 export { FencedResource, type FencedResourceOptions } from './fencing.js';
 export { DEFAULT_OPTIONS, minTtlMs, type LockerOptions, type LockOptions, type TryLockOptions, type WithLockOptions } from './options.js';
 export type { LockerEvents, LockerEventName, LockEventBase, BackendOperation } from './events.js';
