@@ -21,6 +21,7 @@ import {
   validateLockId,
   validateDuration,
   validatePermits,
+  validateSignal,
   type CallSettings,
   type LockerOptions,
   type LockOptions,
@@ -193,11 +194,12 @@ export class Locker extends TypedEmitter {
    */
   async list(options?: ListOptions): Promise<ListResult> {
     const checked = checkListOptions(options);
+    const signal = validateSignal(options?.signal);
     this.#assertOpen();
-    options?.signal?.throwIfAborted();
+    signal?.throwIfAborted();
     const backend = await this.#host.connect();
     try {
-      return await listPage(backend, checked, options?.signal ?? this.#host.closeSignal);
+      return await listPage(backend, checked, signal ?? this.#host.closeSignal);
     } catch (err) {
       throw this.#registry.failed('list', undefined, backend.name, unavailable(backend.name, 'listing locks', err));
     }
@@ -212,6 +214,7 @@ export class Locker extends TypedEmitter {
   watch(options: WatchOptions = {}): AsyncIterable<WatchEvent> {
     const prefix = checkPrefix(options.prefix);
     const everyMs = options.everyMs === undefined ? DEFAULT_WATCH_EVERY_MS : validateDuration(options.everyMs, 'everyMs');
+    const user = validateSignal(options.signal);
     this.#assertOpen();
     const host = this.#host;
     const registry = this.#registry;
@@ -219,7 +222,6 @@ export class Locker extends TypedEmitter {
       [Symbol.asyncIterator]: async function* () {
         const controller = new AbortController();
         const untrack = host.track(controller);
-        const user = options.signal;
         const forward = (): void => controller.abort(user?.reason);
         if (user?.aborted) forward();
         user?.addEventListener('abort', forward, { once: true });

@@ -166,6 +166,8 @@ function badInputCases({ client, id }: SuiteContext): void {
     assert.ok(page.cursor !== undefined);
     await assert.rejects(locker.list({ prefix: `${base}:2`, cursor: page.cursor }), bad('cursor'));
     assert.throws(() => locker.watch({ prefix: 'x'.repeat(1025) }), bad('prefix'));
+    assert.throws(() => locker.watch({ everyMs: 0 }), bad('everyMs'));
+    await assert.rejects(locker.list({ signal: 'no' as unknown as AbortSignal }), bad('signal'));
     await assert.rejects(locker.forceRelease(base, { reason: '' }), bad('reason'));
     await assert.rejects(locker.forceRelease(base, undefined as unknown as { reason: string }), bad('reason'));
     await assert.rejects(locker.forceRelease('', { reason: 'x' }), bad('lockId'));
