@@ -129,3 +129,29 @@ test('ls --watch off a terminal streams JSON lines of changes until stopped', as
   assert.equal(events.find((e) => e.type === 'released')?.token, String(lock.token));
   await Promise.all([locker.close(), other.close()]);
 });
+
+test('ls --watch on a terminal redraws the whole table each round until stopped', async () => {
+  const url = 'memory://cli-redraw';
+  const locker = createLocker(url);
+  const lock = await locker.lock('rd:1');
+  const frames: string[] = [];
+  const stop = new AbortController();
+  const running = runLs(locker, {
+    prefix: 'rd:',
+    json: false,
+    watch: true,
+    tty: true,
+    everyMs: 10,
+    out: (t) => frames.push(t),
+    signal: stop.signal,
+  });
+  await eventually('two frames', () => frames.length >= 2);
+  stop.abort();
+  await running;
+  for (const f of frames) {
+    assert.ok(f.startsWith('\x1b[H\x1b[2J'), 'each frame clears the screen first');
+    assert.match(f, /rd:1\s+mutex/);
+  }
+  await lock.release();
+  await locker.close();
+});
