@@ -251,7 +251,16 @@ export class Locker extends TypedEmitter {
     const id = validateLockId(lockId);
     const reason = checkReason(options);
     this.#assertOpen();
-    return breakLock(await this.#host.connect(), this.#registry, id, reason, this.identity);
+    const backend = await this.#host.connect();
+    let holds: number;
+    try {
+      holds = await breakLock(backend, id, reason, this.identity);
+    } catch (err) {
+      throw this.#registry.failed('forceRelease', id, backend.name, unavailable(backend.name, `breaking lock '${id}'`, err));
+    }
+    const events = this.#registry.events;
+    if (events.wants('broken')) events.emit('broken', { lockId: id, reason, by: this.identity, holds });
+    return holds;
   }
 
   /** The backend's name and capabilities (connects if needed). */

@@ -5,7 +5,6 @@
  */
 import type { Backend } from '../backend.js';
 import { InvalidArgumentError, UnsupportedError } from '../errors.js';
-import type { Registry } from '../registry.js';
 import { unavailable } from '../backends/kit.js';
 import { formatIdentity, type Identity } from './identity.js';
 import { observeLog as log } from './log.js';
@@ -28,18 +27,19 @@ export function checkReason(options: unknown): string {
   return reason;
 }
 
-/** Break `lockId` on `backend`; resolves how many holds ended. */
-export async function breakLock(backend: Backend, registry: Registry, lockId: string, reason: string, by: Identity): Promise<number> {
+/**
+ * Break `lockId` on `backend` and log who broke it and why; resolves how many holds ended.
+ * Failures are wrapped (`BackendUnavailableError`); the locker reports them and emits `broken`.
+ */
+export async function breakLock(backend: Backend, lockId: string, reason: string, by: Identity): Promise<number> {
   if (!backend.forceRelease) throw new UnsupportedError(backend.name, 'breaking locks (forceRelease)');
   let holds: number;
   try {
     holds = await backend.forceRelease(lockId);
   } catch (err) {
-    throw registry.failed('forceRelease', lockId, backend.name, unavailable(backend.name, `breaking lock '${lockId}'`, err));
+    throw unavailable(backend.name, `breaking lock '${lockId}'`, err);
   }
   // The identity is shown as `name pid@host` only: never its meta.
   if (log.enabled) log('%s: broken by %s (%d holds ended): %s', lockId, formatIdentity(by), holds, reason);
-  const events = registry.events;
-  if (events.wants('broken')) events.emit('broken', { lockId, reason, by, holds });
   return holds;
 }
