@@ -30,6 +30,7 @@ Exit statuses:
   run     the command's own status; ${EXIT.NOT_OBTAINED} lock not obtained (--conflict-exit-code), ${EXIT.LOST} lock lost
           (the command was stopped), ${EXIT.NOT_FOUND} command not found, 130/143 interrupted (SIGINT/SIGTERM) while waiting
   status  0 held, ${EXIT.FREE} free
+  break   0 holds ended, ${EXIT.FREE} the lock was free
   all     ${EXIT.USAGE} usage error or no backend given, ${EXIT.UNAVAILABLE} backend unreachable or driver missing, ${EXIT.SOFTWARE} internal error
 
 Environment:

@@ -13,6 +13,8 @@ import { runDemo } from './demo.js';
 import { EXIT, EXIT_HELP } from './exit.js';
 import { runWithLock, type RunHold } from './run.js';
 import { formatStatus } from './status.js';
+import { addLs } from './ls.js';
+import { addBreak } from './break.js';
 
 /** `--backend`, or `$LOCKSMITH_BACKEND`; `run` and `status` refuse to guess (memory:// coordinates nothing across processes). */
 const backendOption = (fallback?: string): Option => {
@@ -182,6 +184,8 @@ export function program(out: Output = toStdout): Command {
     .addHelpText('after', EXIT_HELP);
   addRun(cmd);
   addStatus(cmd, out);
+  addLs(cmd, out);
+  addBreak(cmd, out);
   addDemo(cmd);
   addBench(cmd, out);
   return cmd;
