@@ -17,27 +17,23 @@ export function lockStateOf(lockId: string, nowUs: number, raw: RawState, lastTo
   const v = view(nowUs, raw.holders, raw.queue);
   const holders = v.holders
     .filter((h) => h.expiresUs > nowUs)
-    .map(
-      (h): HolderState => ({
-        ownerId: h.ownerId,
-        kind: h.kind,
-        token: h.token,
-        count: h.count,
-        expiresInMs: Math.round((h.expiresUs - nowUs) / US),
-        leaseEndsAt: Math.floor(h.expiresUs / US),
-        ...(h.identity === '' ? {} : { identity: h.identity }),
-        ...(h.acquiredUs > 0 ? { acquiredAt: Math.floor(h.acquiredUs / US) } : {}),
-      }),
-    );
-  const queue = v.queue.map(
-    (w): WaiterState => ({
-      ownerId: w.ownerId,
-      kind: w.kind,
-      fair: w.fair,
-      ...(w.identity === '' ? {} : { identity: w.identity }),
-      ...(w.sinceUs > 0 ? { since: Math.floor(w.sinceUs / US) } : {}),
-    }),
-  );
+    .map((h): HolderState => ({
+      ownerId: h.ownerId,
+      kind: h.kind,
+      token: h.token,
+      count: h.count,
+      expiresInMs: Math.round((h.expiresUs - nowUs) / US),
+      leaseEndsAt: Math.floor(h.expiresUs / US),
+      ...(h.identity === '' ? {} : { identity: h.identity }),
+      ...(h.acquiredUs > 0 ? { acquiredAt: Math.floor(h.acquiredUs / US) } : {}),
+    }));
+  const queue = v.queue.map((w): WaiterState => ({
+    ownerId: w.ownerId,
+    kind: w.kind,
+    fair: w.fair,
+    ...(w.identity === '' ? {} : { identity: w.identity }),
+    ...(w.sinceUs > 0 ? { since: Math.floor(w.sinceUs / US) } : {}),
+  }));
   return { lockId, holders, waiters: queue.length, queue, ...(lastToken > 0n ? { lastToken } : {}) };
 }
 
