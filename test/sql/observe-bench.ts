@@ -53,6 +53,35 @@ async function identityCost(url: string): Promise<void> {
   await Promise.all([before.close(), after.close()]);
 }
 
+/**
+ * The same comparison op by op: before, after and a second before (the control: the same
+ * code twice shows the noise floor) take turns on every lock+release, rotating who goes
+ * first, so all see the same load; per-op medians resist the outliers of a shared machine.
+ */
+async function identityCostInterleaved(url: string): Promise<void> {
+  if (baseSrc === undefined) return;
+  const base = (await import(pathToFileURL(resolve(baseSrc, 'index.ts')).href)) as { createLocker: typeof createLocker };
+  const lockers = { before: base.createLocker(url), control: base.createLocker(url), after: createLocker(url) };
+  const names = ['before', 'control', 'after'] as const;
+  const t = { before: [] as number[], control: [] as number[], after: [] as number[] };
+  const n = ROUNDS * OPS;
+  for (let i = 0; i < n; i++) {
+    for (let k = 0; k < 3; k++) {
+      const v = names[(i + k) % 3] ?? 'before';
+      const t0 = performance.now();
+      await (await lockers[v].lock(`bench:op-${v}:${i % 50}`)).release();
+      if (i >= 100) t[v].push(performance.now() - t0);
+    }
+  }
+  const [b, c, a] = [median(t.before), median(t.control), median(t.after)];
+  const pct = (x: number): string => `${(((x - b) / b) * 100).toFixed(1)} %`;
+  console.log(`${engine} uncontended lock+release, ${n} interleaved ops each (first 100 dropped): per-op median`);
+  console.log(
+    `  before ${(b * 1000).toFixed(0)} µs, after ${(a * 1000).toFixed(0)} µs (${pct(a)}), control ${(c * 1000).toFixed(0)} µs (${pct(c)})`,
+  );
+  await Promise.all(Object.values(lockers).map((l) => l.close()));
+}
+
 async function pagingCost(url: string): Promise<void> {
   const l = createLocker(url);
   const held = [];
@@ -87,6 +116,7 @@ try {
   await first.backend();
   await first.close();
   await identityCost(url);
+  await identityCostInterleaved(url);
   await pagingCost(url);
 } finally {
   await server.stop();
