@@ -6,6 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { randomBytes } from 'node:crypto';
+import { fork } from 'node:child_process';
+import { once } from 'node:events';
+import { hostname } from 'node:os';
 import { createLocker, InvalidArgumentError, LockLostError, type Lock, type Locker, type LockerOptions } from '../../src/index.js';
 import type { Backend, LockState } from '../../src/backend.js';
 import { decodeIdentity } from '../../src/observe/identity.js';
@@ -152,4 +155,23 @@ test('redis: forceRelease: the holder’s extend rejects LockLostError, the wait
   assert.ok(state.lastToken !== undefined && state.lastToken > held.token);
   await next.release();
   assert.equal(await backend.forceRelease(lockId), 0, 'nothing held: nothing ended');
+});
+
+test('redis: a holder in another process is listed with that process’s host, pid and name', T, async () => {
+  const lockId = `${space('child')}held`;
+  const child = fork(new URL('./observe-child.ts', import.meta.url), [server.url, lockId, 'child-app'], {
+    execArgv: ['--import', 'tsx'],
+    stdio: 'inherit',
+  });
+  try {
+    const [msg] = (await once(child, 'message')) as [{ pid: number; token: string }];
+    const backend = await locker().backend();
+    const { locks } = await listAll(backend, lockId, 10);
+    const h = locks[0]?.holders[0];
+    assert.ok(h);
+    assert.deepEqual(decodeIdentity(h.identity), { host: hostname(), pid: msg.pid, name: 'child-app' });
+    assert.equal(h.token.toString(), msg.token);
+  } finally {
+    child.kill('SIGKILL');
+  }
 });
