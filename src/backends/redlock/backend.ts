@@ -28,9 +28,9 @@ import { RedisCommands } from '../redis-wire/commands.js';
 import type { ListPage, ListRequest } from '../../backend.js';
 import { keyBase, lockIdAt, whoRecord } from '../redis-wire/keys.js';
 import { lockPattern, readCursor, scanPage, writeCursor, type Scan } from '../redis-wire/scan.js';
-import { classifyInspect, endedHolds, firstHolding, stateOf } from './observe.js';
+import { classifyInspect, endedHolds, firstHolding, stateOf, type InspectReply } from './observe.js';
 import { fanOut, granted, majority, quorumError, quorumUnreachable, type NodeReply, type RedlockNode } from './quorum.js';
-import { ACQUIRE, EXTEND, FORCE, INSPECT, RELEASE } from './scripts.js';
+import { ACQUIRE, EXTEND, FORCE, INSPECT, INSPECT_MANY, RELEASE } from './scripts.js';
 import { TokenRegister, type RegisterRead } from './token.js';
 import { Wakeups, type Watch } from './wake.js';
 
@@ -312,23 +312,44 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     const pattern = lockPattern(this.#prefix, req.prefix, ':rl');
     const from = readCursor(req.cursor, scans.length, req.limit);
     const take = async (node: number, keys: readonly string[]): Promise<LockState[]> => {
-      const found = await Promise.all(keys.map((key) => this.#listed(node, key.slice(0, -3))));
-      return found.filter((s): s is LockState => s !== undefined && s.lockId.startsWith(req.prefix));
+      const found = await this.#listed(
+        node,
+        keys.map((key) => key.slice(0, -3)),
+      );
+      return found.filter((s) => s.lockId.startsWith(req.prefix));
     };
     const { items, next } = await scanPage(scans, from, pattern, req.limit, take, req.signal);
     return { locks: items, cursor: next && writeCursor(next) };
   }
 
-  /** The state of the lock at key base `base` when it is listed from master `node`'s scan. */
-  async #listed(node: number, base: string): Promise<LockState | undefined> {
-    const { keys } = keysAt(base);
-    const replies = await fanOut(this.#nodes, (n) => n.commands.eval(INSPECT, keys, []), classifyInspect);
-    if (firstHolding(replies, this.#nodes) !== node) return undefined;
-    const known = lockIdAt(this.#prefix, base);
-    const { state, storedId } = stateOf(known ?? '', replies, this.#quorum);
-    const lockId = known ?? storedId;
-    if (lockId === undefined || state.holders.length === 0) return undefined;
-    return { ...state, lockId };
+  /**
+   * The states of the locks at key bases `bases` that are listed from master `node`'s scan:
+   * one INSPECT_MANY per master for all of them.
+   */
+  async #listed(node: number, bases: readonly string[]): Promise<LockState[]> {
+    if (bases.length === 0) return [];
+    const keys = bases.flatMap((b) => keysAt(b).keys);
+    const all = await fanOut(
+      this.#nodes,
+      (n) => n.commands.eval(INSPECT_MANY, keys, []),
+      (reply) => ({ ok: Array.isArray(reply), value: Array.isArray(reply) ? (reply as unknown[]) : [] }),
+    );
+    if (quorumUnreachable(all)) throw quorumError('list', all);
+    const out: LockState[] = [];
+    bases.forEach((base, j) => {
+      const replies = all.map((r): NodeReply<InspectReply> => {
+        const one = r.value?.[j];
+        return one === undefined
+          ? { node: r.node, outcome: r.outcome }
+          : { node: r.node, outcome: r.outcome, value: classifyInspect(one).value };
+      });
+      if (firstHolding(replies, this.#nodes) !== node) return;
+      const known = lockIdAt(this.#prefix, base);
+      const { state, storedId } = stateOf(known ?? '', replies, this.#quorum);
+      const lockId = known ?? storedId;
+      if (lockId !== undefined && state.holders.length > 0) out.push({ ...state, lockId });
+    });
+    return out;
   }
 
   /**

@@ -63,6 +63,13 @@ export const RELEASE = loadScript('redlock-release');
 export const INSPECT = loadScript('redlock-inspect');
 
 /**
+ * INSPECT for many locks at once, for `list`: KEYS: rl rt ri of each lock in turn (keys of
+ * many slots in one script: a Redlock master is a standalone Redis, never a Cluster). Returns
+ * one INSPECT reply per lock, in order. A page sends at most its limit of locks.
+ */
+export const INSPECT_MANY = loadScript('redlock-inspect-many');
+
+/**
  * Break the lock on one master: delete the lease (announcing it as a release does) and raise
  * the register one past `max(stored, clock)`, so that a majority of masters broken this way
  * makes every later token exceed the broken holder's by at least two (docs/backends/redlock.md).
