@@ -5,6 +5,7 @@ local fresh = redis.call('SET', l, value, 'NX', 'PX', ARGV[2])
 if not fresh then
   if redis.call('GET', l) ~= value then return {0, redis.call('PTTL', l)} end
   redis.call('SET', l, value, 'PX', ARGV[2])
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
 end
 local tm = redis.call('TIME')
 -- A new hold: who holds (the client's opaque record) and since when, for inspect and list.
