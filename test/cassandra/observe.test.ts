@@ -198,4 +198,18 @@ describe('cassandra: breaking a lock', () => {
     await next.release();
     assert.equal(await b.forceRelease(lockId), 0, 'nothing left to break');
   });
+
+  test('forceRelease with nobody waiting bumps the counter: the next grant is the broken token + 2', T, async () => {
+    const lockId = `${unique('bump')}lock`;
+    const l = locker('observe-bump');
+    const holder = await l.lock(lockId);
+    const b = await backend();
+    assert.equal(await b.forceRelease(lockId), 1);
+    assert.equal((await b.inspect(lockId)).lastToken, holder.token + 1n);
+    await assert.rejects(holder.extend(), LockLostError);
+    const next = await l.tryLock(lockId);
+    assert.ok(next, 'the broken lock is free');
+    assert.equal(next.token, holder.token + 2n);
+    await next.release();
+  });
 });
