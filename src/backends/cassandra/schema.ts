@@ -40,7 +40,10 @@ function statements(s: CassandraSettings): string[] {
     `CREATE TABLE IF NOT EXISTS ${ks}.lock_token (lock_id text PRIMARY KEY, fence bigint) ${TABLE_OPTIONS}`,
     // The listing's index: a few bucket partitions of lock ids, each cell living as long as
     // the longest-lived queue entry of its lock (docs/backends/cassandra.md, "Listing").
-    `CREATE TABLE IF NOT EXISTS ${ks}.lock_index (bucket int, lock_id text, PRIMARY KEY ((bucket), lock_id)) ${TABLE_OPTIONS}`,
+    // Its cells are never deleted, only expire, and a newer write always expires later (its
+    // timestamp is its expiry): an expired cell shadows nothing alive, so it can be purged at
+    // the next compaction (gc_grace_seconds = 0) instead of lingering as a tombstone for 10 days.
+    `CREATE TABLE IF NOT EXISTS ${ks}.lock_index (bucket int, lock_id text, PRIMARY KEY ((bucket), lock_id)) ${TABLE_OPTIONS} AND gc_grace_seconds = 0`,
     // The time service's max-register.
     `CREATE TABLE IF NOT EXISTS ${ks}.time_service (id text PRIMARY KEY, t bigint) ${TABLE_OPTIONS}`,
   ];
