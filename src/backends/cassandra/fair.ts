@@ -95,9 +95,26 @@ export class FairLock {
     return t.waiter.sleep(Math.max(1, ms), signal);
   }
 
-  /** Leave the queue (idempotent, never throws: what we cannot delete expires by its TTL). */
+  /**
+   * Leave the queue (idempotent, never throws: what we cannot delete expires by its TTL).
+   * Without a ticket (the attempt's reply was lost) and for a generated owner, whatever
+   * that owner left anywhere in the lock's live shards goes: its main cell (perhaps a
+   * hold) and its queue entries, found by their names' owner part.
+   */
   async cancel(req: Req, ticket: CassandraTicket | undefined): Promise<void> {
-    if (ticket?.algorithm === 'fair') await this.#drop(req, ticket);
+    if (ticket?.algorithm === 'fair') return this.#drop(req, ticket);
+    if (!req.freshOwner) return;
+    const { lockId, ownerId } = req;
+    if (localQueues.removeOwner(this.#steps.key(lockId), ownerId)) localQueues.wakeFirst(this.#steps.key(lockId), 'left');
+    const s = this.#rows.shardOf(await this.#t.counter(lockId));
+    const shards = (s > 0n ? [s - 1n, s] : [s]).map((x) => this.#rows.stored(x));
+    await Promise.all(
+      shards.map(async (x) => {
+        const entries = (await this.#t.queueCells(lockId, x, 1000)).filter((e) => entryOwner(e.entry) === ownerId);
+        await Promise.all([this.#t.deleteMain(lockId, x, ownerId), ...entries.map((e) => this.#t.deleteQueue(lockId, x, e.entry))]);
+      }),
+    );
+    this.released(lockId, ownerId);
   }
 
   /** A holder of this process deleted its main cell: the first local waiter may hold now. */
