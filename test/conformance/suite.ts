@@ -25,6 +25,7 @@ import { reentryCases } from './cases/reentry.js';
 import { kindCases } from './cases/kinds.js';
 import { inputCases } from './cases/input.js';
 import { electionCases } from './cases/election.js';
+import { lockAllCases } from './cases/lock-all.js';
 
 /** What a backend's test file hands to {@link conformance}. */
 export interface ConformanceTarget {
@@ -93,6 +94,7 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
     kindCases(ctx);
     inputCases(ctx);
     electionCases(ctx);
+    lockAllCases(ctx);
 
     after(() => {
       process.off('unhandledRejection', onUnhandled);
