@@ -27,6 +27,16 @@ function left(budget: Budget): number {
   return Math.max(0, Math.ceil(budget.deadline - performance.now()));
 }
 
+/**
+ * One complete attempt first, then the wait that is left: as in redis-semaphore, a short
+ * `acquireTimeout` never cuts the first attempt (a cold connection) short.
+ */
+export async function firstThenWait<T>(budget: Budget, take: (waitMs: number) => Promise<T | null>): Promise<T | null> {
+  const first = await take(0);
+  const remaining = left(budget);
+  return first !== null || remaining <= 0 ? first : take(remaining);
+}
+
 function withSignal(budget: Budget): { signal?: AbortSignal } {
   return budget.signal ? { signal: budget.signal } : {};
 }
@@ -47,11 +57,13 @@ export async function acquirePermits(
 ): Promise<Hold[] | null> {
   const semaphore = locker.semaphore(lockId, { permits: limit });
   if (n === 1) {
-    const hold = await semaphore.tryAcquire({ ...settings, waitMs: left(budget), ...withSignal(budget) });
+    const hold = await firstThenWait(budget, (waitMs) => semaphore.tryAcquire({ ...settings, waitMs, ...withSignal(budget) }));
     return hold && [hold];
   }
   if (n > limit) return null;
-  const gate = await locker.tryLock(`${lockId}:multi`, { ttlMs: settings.ttlMs, waitMs: left(budget), ...withSignal(budget) });
+  const gate = await firstThenWait(budget, (waitMs) =>
+    locker.tryLock(`${lockId}:multi`, { ttlMs: settings.ttlMs, waitMs, ...withSignal(budget) }),
+  );
   if (gate === null) return null;
   const holds: Hold[] = [];
   // The permits taken first are not renewed by their owner yet: keep them while the rest is awaited.
@@ -63,7 +75,7 @@ export async function acquirePermits(
   try {
     for (let i = 0; i < n; i++) {
       const owner = settings.owner === undefined ? {} : { owner: `${settings.owner}:${i}` };
-      const hold = await semaphore.tryAcquire({ ...settings, ...owner, waitMs: left(budget), ...withSignal(budget) });
+      const hold = await firstThenWait(budget, (waitMs) => semaphore.tryAcquire({ ...settings, ...owner, waitMs, ...withSignal(budget) }));
       if (hold === null) break;
       holds.push(hold);
     }

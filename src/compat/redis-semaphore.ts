@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Lock as Hold } from '../lock.js';
 import type { Locker } from '../locker.js';
 import { lockerFor, type CompatClient } from './clients.js';
-import { acquirePermits, acquireSlot, type Budget } from './permits.js';
+import { acquirePermits, acquireSlot, firstThenWait, type Budget } from './permits.js';
 
 /** A user's ioredis client. */
 export type RedisClient = CompatClient;
@@ -79,7 +79,6 @@ export abstract class Lock {
   protected readonly _key: string;
   protected readonly _locker: Locker;
   readonly #identifier: string;
-  readonly #explicitId: boolean;
   readonly #lockTimeout: number;
   readonly #acquireTimeout: number;
   readonly #attemptsLimit: number;
@@ -102,7 +101,6 @@ export abstract class Lock {
     this._key = key;
     this._locker = lockerFor(clients);
     this.#identifier = identifier ?? randomUUID();
-    this.#explicitId = identifier !== undefined;
     this.#acquiredExternally = acquiredExternally === true;
     this.#lockTimeout = options.lockTimeout ?? defaultTimeoutOptions.lockTimeout;
     this.#acquireTimeout = options.acquireTimeout ?? defaultTimeoutOptions.acquireTimeout;
@@ -172,8 +170,9 @@ export abstract class Lock {
   protected abstract _lockId(): string;
 
   /** Lease settings of each hold: renewal is this class's timer, so that `stopRefresh()` can end it. */
-  protected _settings(): { ttlMs: number; autoExtend: false; owner?: string } {
-    return { ttlMs: this.#lockTimeout, autoExtend: false, ...(this.#explicitId ? { owner: this.#identifier } : {}) };
+  protected _settings(): { ttlMs: number; autoExtend: false; owner: string } {
+    // The identifier is the holder's owner id, so that `acquiredExternally` can find the hold it names.
+    return { ttlMs: this.#lockTimeout, autoExtend: false, owner: this.#identifier };
   }
 
   #budget(signal: AbortSignal | undefined): Budget {
@@ -227,11 +226,9 @@ export class Mutex extends Lock {
     return `mutex:${this._key}`;
   }
   protected async _take(budget: Budget): Promise<Held | null> {
-    const hold = await this._locker.tryLock(this._lockId(), {
-      ...this._settings(),
-      waitMs: budget.waitMs,
-      ...(budget.signal ? { signal: budget.signal } : {}),
-    });
+    const hold = await firstThenWait(budget, (waitMs) =>
+      this._locker.tryLock(this._lockId(), { ...this._settings(), waitMs, ...(budget.signal ? { signal: budget.signal } : {}) }),
+    );
     return hold && { holds: [hold], signal: hold.signal };
   }
 }

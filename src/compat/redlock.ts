@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { LockLostError, LockTimeoutError, QuorumError, isLocksmithError } from '../errors.js';
 import type { MultiLock } from '../lock-all.js';
 import type { Locker } from '../locker.js';
@@ -216,17 +217,28 @@ export default class Redlock extends EventEmitter {
   async #take(resources: string[], duration: number, renew: boolean, settings: CallSettings | undefined): Promise<MultiLock> {
     const s = { ...this.settings, ...settings };
     // node-redlock gives up after retryCount retries spaced retryDelay apart: that span is the wait bound.
-    const timeoutMs = s.retryCount === -1 ? undefined : Math.max(0, s.retryCount) * Math.max(0, s.retryDelay);
-    try {
-      return await this.#locker.lockAll(resources, {
-        ttlMs: duration,
-        autoExtend: renew,
-        ...(timeoutMs === undefined ? {} : { timeoutMs }),
-        ...(settings?.signal ? { signal: settings.signal } : {}),
-      });
-    } catch (err) {
-      if (settings?.signal?.aborted && err === settings.signal.reason) throw err;
-      throw this.#failure(err, QUORUM_MESSAGE);
+    const windowMs = s.retryCount === -1 ? undefined : Math.max(0, s.retryCount) * Math.max(0, s.retryDelay);
+    const deadline = windowMs === undefined ? undefined : Date.now() + windowMs;
+    const maxAttempts = s.retryCount === -1 ? Infinity : Math.max(0, s.retryCount) + 1;
+    const attempts: Promise<ExecutionStats>[] = [];
+    for (;;) {
+      const timeoutMs = deadline === undefined ? undefined : Math.max(0, deadline - Date.now());
+      try {
+        return await this.#locker.lockAll(resources, {
+          ttlMs: duration,
+          autoExtend: renew,
+          ...(timeoutMs === undefined ? {} : { timeoutMs }),
+          ...(settings?.signal ? { signal: settings.signal } : {}),
+        });
+      } catch (err) {
+        if (settings?.signal?.aborted && err === settings.signal.reason) throw err;
+        const failure = this.#failure(err, QUORUM_MESSAGE, attempts);
+        // A busy resource was already waited for; an unreachable quorum is retried as node-redlock does.
+        const retry = err instanceof QuorumError || isLocksmithError(err, 'BACKEND_UNAVAILABLE');
+        if (!retry || attempts.length >= maxAttempts || (deadline !== undefined && Date.now() >= deadline)) throw failure;
+        const jitter = Math.floor((Math.random() * 2 - 1) * s.retryJitter);
+        await sleep(Math.max(0, s.retryDelay + jitter), undefined, settings?.signal ? { signal: settings.signal } : {});
+      }
     }
   }
 
@@ -237,7 +249,7 @@ export default class Redlock extends EventEmitter {
   }
 
   /** node-redlock's error for a locksmith failure, with per-client votes; emits each vote's error. */
-  #failure(err: unknown, message: string): unknown {
+  #failure(err: unknown, message: string, attempts: Promise<ExecutionStats>[] = []): unknown {
     if (isLocksmithError(err, 'INVALID_ARGUMENT')) return err;
     const clients = [...this.clients];
     const votes = new Map<Client, Error>();
@@ -255,11 +267,8 @@ export default class Redlock extends EventEmitter {
       for (const c of clients) votes.set(c, e);
     }
     for (const e of new Set(votes.values())) this.emit('error', e);
-    const stats = this.#stats(false, votes);
-    const error = new ExecutionError(err instanceof LockLostError ? `${message} (${err.message})` : message, [Promise.resolve(stats)], {
-      cause: err,
-    });
-    return error;
+    attempts.push(Promise.resolve(this.#stats(false, votes)));
+    return new ExecutionError(err instanceof LockLostError ? `${message} (${err.message})` : message, attempts, { cause: err });
   }
 
   #stats(ok: boolean, against = new Map<Client, Error>()): ExecutionStats {
