@@ -77,6 +77,12 @@ async function takeAll(lockIds: readonly string[], options: TryLockOptions, take
   const { timeoutMs, waitMs, signal, ...rest } = options;
   const budget = timeoutMs ?? waitMs;
   const total = budget === undefined ? undefined : validateDuration(budget, timeoutMs === undefined ? 'waitMs' : 'timeoutMs', true);
+  const [only] = ids;
+  if (ids.length === 1 && only !== undefined) {
+    // One id: its own lock and signal (nothing to combine, nothing to roll back).
+    const lock = await take(only, { ...rest, ...(signal ? { signal } : {}), ...(total === undefined ? {} : { timeoutMs: total }) });
+    return lock && multiLock(ids, [lock], undefined, []);
+  }
   const deadline = total === undefined ? undefined : now() + total;
   // A lock lost while later ids are still awaited ends the wait: the set can no longer be whole.
   const lost = new AbortController();
@@ -131,7 +137,8 @@ async function releaseAll(locks: readonly Lock[], detach: (() => void)[]): Promi
   if (failed) throw failed.reason;
 }
 
-function multiLock(ids: readonly string[], locks: readonly Lock[], lost: AbortController, detach: (() => void)[]): MultiLock {
+/** The handle; `lost` is the combined controller (undefined for one id: its lock's own signal serves). */
+function multiLock(ids: readonly string[], locks: readonly Lock[], lost: AbortController | undefined, detach: (() => void)[]): MultiLock {
   const tokens = new Map(locks.map((l) => [l.lockId, l.token] as const));
   let releasing: Promise<void> | undefined;
   const release = (): Promise<void> => (releasing ??= releaseAll(locks, detach));
@@ -139,7 +146,10 @@ function multiLock(ids: readonly string[], locks: readonly Lock[], lost: AbortCo
     lockIds: Object.freeze([...ids]),
     locks: Object.freeze([...locks]),
     tokens,
-    signal: lost.signal,
+    // Read lazily: a lock's signal costs a controller, and most holds never read it.
+    get signal() {
+      return lost?.signal ?? (locks[0] as Lock).signal;
+    },
     get held() {
       return releasing === undefined && locks.every((l) => l.held);
     },

@@ -139,7 +139,7 @@ export class Locker extends TypedEmitter {
 
   /**
    * Hold every id of `lockIds` at once (all-or-nothing), taken sorted and de-duplicated so
-   * that callers with overlapping sets never deadlock; see src/lock-all.ts.
+   * that callers with overlapping sets never deadlock; see docs/recipes/mutex.md.
    */
   lockAll(lockIds: readonly string[], options?: LockOptions): Promise<MultiLock> {
     return lockAll(this, lockIds, options);
