@@ -7,6 +7,8 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import {
   LostLockError,
@@ -148,6 +150,16 @@ describe('redis-semaphore behaviours: Mutex', () => {
     assert.equal(lost.calls[0]!.acquired, false);
     assert.equal(mutex.isAcquired, false);
     await mutex.release();
+  });
+
+  test('without onLockLost, a loss ends the process with the LostLockError (the default throws)', T, async () => {
+    const program = fileURLToPath(new URL('./programs/lost-default.ts', import.meta.url));
+    const child = spawnSync(process.execPath, ['--import', 'tsx', program, String(single.nodes[0]!.port)], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    assert.notEqual(child.status, 0, 'the process must not end normally');
+    assert.match(child.stderr, /LostLockError: Lost mutex for key lost-default-/);
   });
 
   test('a release while a refresh is in flight reports no loss', T, async () => {
