@@ -8,7 +8,7 @@ import { RedisBackend } from '../backends/redis/index.js';
 import { RedlockBackend } from '../backends/redlock/index.js';
 import { InvalidArgumentError } from '../errors.js';
 import { createLocker, type Locker } from '../locker.js';
-import type { LockerOptions } from '../options.js';
+import { DEFAULT_OPTIONS, type LockerOptions } from '../options.js';
 
 /** A user's ioredis client (`Redis` or `Cluster`), as the shims accept it. */
 export type CompatClient = RedisClientLike & { once?(event: 'end', listener: () => void): unknown };
@@ -29,7 +29,9 @@ const cache = new WeakMap<CompatClient, Entry[]>();
  * locker closes itself when the first client ends (`quit()`), so a program that quits its
  * client exits as it did with the original library.
  */
-export function lockerFor(clients: readonly CompatClient[], driftFactor?: number): Locker {
+export function lockerFor(clients: readonly CompatClient[], drift?: number): Locker {
+  // node-redlock's default is locksmith's: one locker per client either way.
+  const driftFactor = drift === DEFAULT_OPTIONS.driftFactor ? undefined : drift;
   const first = clients[0];
   if (first === undefined) throw new InvalidArgumentError('clients', 'at least one redis client is needed');
   const entries = cache.get(first) ?? [];
