@@ -62,6 +62,10 @@ async function rejection(p: Promise<unknown>): Promise<unknown> {
 describe('node-redlock behaviours on one Redis', () => {
   const redlock = (): Redlock => new Redlock([client(singlePort)]);
 
+  test('an error event without a listener of the user does not throw', () => {
+    assert.equal(redlock().emit('error', new Error('nobody listens')), true);
+  });
+
   test('refuses a non-integer duration', T, async () => {
     await assert.rejects(redlock().acquire([res('float')], 1.5), { message: 'Duration must be an integer value in milliseconds.' });
   });
