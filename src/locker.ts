@@ -32,6 +32,7 @@ import { unavailable } from './util/cause.js';
 import { checkListOptions, checkPrefix, decodeState, listPage, type ListOptions, type ListResult, type LockInfo } from './observe/list.js';
 import { DEFAULT_WATCH_EVERY_MS, watchLocks, type WatchEvent, type WatchOptions } from './observe/watch.js';
 import { breakLock, checkReason, type ForceReleaseOptions } from './observe/break.js';
+import { lockAll, tryLockAll, type MultiLock } from './lock-all.js';
 
 /** @internal The hook `abandon()` in `testing.ts` uses to simulate a crash. */
 export const kAbandon = Symbol('locksmith.abandon');
@@ -143,6 +144,19 @@ export class Locker extends TypedEmitter {
     if (!outcome.ok) throw outcome.error;
     if (rejectOnLoss && lost instanceof LockLostError) throw lost.withResult(outcome.value);
     return outcome.value;
+  }
+
+  /**
+   * Hold every id of `lockIds` at once (all-or-nothing), taken sorted and de-duplicated so
+   * that callers with overlapping sets never deadlock; see docs/recipes/mutex.md.
+   */
+  lockAll(lockIds: readonly string[], options?: LockOptions): Promise<MultiLock> {
+    return lockAll(this, lockIds, options);
+  }
+
+  /** One attempt (or wait up to `waitMs`) at every id: the set, or `null` when any is held. */
+  tryLockAll(lockIds: readonly string[], options?: TryLockOptions): Promise<MultiLock | null> {
+    return tryLockAll(this, lockIds, options);
   }
 
   /** A read-write lock named `lockId`. */

@@ -33,6 +33,7 @@ import { electionCases } from './cases/election.js';
 import { edgeCases } from './cases/edges.js';
 import { sequencerCases } from './cases/sequencer.js';
 import { observeCases } from './cases/observe.js';
+import { lockAllCases } from './cases/lock-all.js';
 
 /** What a backend's test file hands to {@link conformance}. */
 export interface ConformanceTarget {
@@ -113,6 +114,7 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
     edgeCases(ctx);
     sequencerCases(ctx);
     observeCases(ctx);
+    lockAllCases(ctx);
 
     after(() => {
       process.off('unhandledRejection', onUnhandled);

@@ -1,0 +1,143 @@
+/**
+ * The compat shims next to the libraries they replace, in ONE run on one redis-server,
+ * alternating rounds so that machine load hits every contender alike:
+ * - uncontended lock + release: 200 cycles per contender per round, 10 rounds after a warm-up, p50;
+ * - hand-off: A holds, B waits, idle 20–50 ms, A releases; the time from A's release() call
+ *   to B's acquisition resolving, 60 rounds, p50 / p99.
+ * Each contender uses its library's defaults and two clients (A and B, as two processes would).
+ * Run: `npm run bench:compat`. Figures: docs/migrating/node-redlock.md, docs/migrating/redis-semaphore.md.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import OriginalRedlock from 'redlock';
+import { Mutex as OriginalMutex } from 'redis-semaphore';
+import ShimRedlock from '../src/compat/redlock.js';
+import { Mutex as ShimMutex } from '../src/compat/redis-semaphore.js';
+import { startRedis } from '../scripts/servers/redis.js';
+
+/** One contender: take and give back a lock named `key` on client A or B. */
+interface Contender {
+  readonly name: string;
+  /** Resolves when held; the returned function releases. */
+  take(side: 0 | 1, key: string): Promise<() => Promise<unknown>>;
+}
+
+const UNCONTENDED_CYCLES = 200;
+const UNCONTENDED_ROUNDS = 10;
+const HANDOFF_ROUNDS = 60;
+
+function pct(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+}
+
+function contenders(port: number, clients: Redis[]): Contender[] {
+  const pair = (): [Redis, Redis] => {
+    const c = [new Redis({ port, host: '127.0.0.1' }), new Redis({ port, host: '127.0.0.1' })] as [Redis, Redis];
+    clients.push(...c);
+    return c;
+  };
+  const [ra, rb] = pair();
+  const [sa, sb] = pair();
+  const [ma, mb] = pair();
+  const [na, nb] = pair();
+  const redlocks = [new OriginalRedlock([ra]), new OriginalRedlock([rb])] as const;
+  const shims = [new ShimRedlock([sa]), new ShimRedlock([sb])] as const;
+  const mutexClients = [ma, mb] as const;
+  const shimClients = [na, nb] as const;
+  return [
+    {
+      name: 'node-redlock 5',
+      take: async (side, key) => {
+        const lock = await redlocks[side].acquire([key], 10_000);
+        return () => lock.release();
+      },
+    },
+    {
+      name: 'compat/redlock',
+      take: async (side, key) => {
+        const lock = await shims[side].acquire([key], 10_000);
+        return () => lock.release();
+      },
+    },
+    {
+      name: 'redis-semaphore Mutex',
+      take: async (side, key) => {
+        const m = new OriginalMutex(mutexClients[side], key);
+        await m.acquire();
+        return () => m.release();
+      },
+    },
+    {
+      name: 'compat/redis-semaphore Mutex',
+      take: async (side, key) => {
+        const m = new ShimMutex(shimClients[side], key);
+        await m.acquire();
+        return () => m.release();
+      },
+    },
+  ];
+}
+
+async function uncontended(c: Contender, round: number): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < UNCONTENDED_CYCLES; i++) {
+    const t0 = performance.now();
+    const release = await c.take(0, `bench:u:${round}:${i % 8}`);
+    await release();
+    times.push(performance.now() - t0);
+  }
+  return times;
+}
+
+async function handoff(c: Contender, round: number): Promise<number> {
+  const key = `bench:h:${round}`;
+  const releaseA = await c.take(0, key);
+  let resolvedAt = 0;
+  const b = c.take(1, key).then((release) => {
+    resolvedAt = performance.now();
+    return release;
+  });
+  await sleep(20 + Math.random() * 30);
+  const releasedAt = performance.now();
+  await releaseA();
+  const releaseB = await b;
+  await releaseB();
+  return resolvedAt - releasedAt;
+}
+
+/** Rotate the order every round so that no contender always runs first. */
+function rotated<T>(list: readonly T[], round: number): T[] {
+  const k = round % list.length;
+  return [...list.slice(k), ...list.slice(0, k)];
+}
+
+async function run(): Promise<void> {
+  const server = await startRedis();
+  const clients: Redis[] = [];
+  try {
+    const list = contenders(server.nodes[0]!.port, clients);
+    for (const c of list) await uncontended(c, -1);
+    const unc = new Map(list.map((c) => [c.name, [] as number[]]));
+    for (let r = 0; r < UNCONTENDED_ROUNDS; r++) {
+      for (const c of rotated(list, r)) unc.get(c.name)!.push(...(await uncontended(c, r)));
+    }
+    const hand = new Map(list.map((c) => [c.name, [] as number[]]));
+    for (let r = 0; r < HANDOFF_ROUNDS; r++) {
+      for (const c of rotated(list, r)) hand.get(c.name)!.push(await handoff(c, r));
+    }
+    console.log(`| contender | uncontended lock+release p50 (ms) | hand-off p50 (ms) | hand-off p99 (ms) |`);
+    console.log(`|---|---:|---:|---:|`);
+    for (const c of list) {
+      const u = unc.get(c.name)!;
+      const h = hand.get(c.name)!;
+      console.log(`| ${c.name} | ${pct(u, 50).toFixed(2)} | ${pct(h, 50).toFixed(2)} | ${pct(h, 99).toFixed(2)} |`);
+    }
+  } finally {
+    await Promise.allSettled(clients.map((c) => c.quit()));
+    await server.stop();
+  }
+}
+
+await run();
+process.exit(0);
