@@ -50,6 +50,10 @@ export interface Stat {
   /** The zxid of the create: global, monotonic across the ensemble. */
   readonly czxid: bigint;
   readonly numChildren: number;
+  /** When the node was created, in ms since the epoch on the clock of the server that led then. */
+  readonly ctime: number;
+  /** The zxid of the last creation or deletion of a child: raised by every such write. */
+  readonly pzxid: bigint;
 }
 
 /** An operation answered with a ZooKeeper error (or failed on the way there). */
@@ -83,6 +87,8 @@ export function isNoNode(err: unknown): boolean {
 export interface LibStat {
   readonly czxid: Buffer;
   readonly numChildren: number;
+  readonly ctime?: Buffer;
+  readonly pzxid?: Buffer;
 }
 /** A watch event as the library hands it over. */
 export interface LibEvent {
@@ -143,7 +149,13 @@ export function codeOf(err: unknown): number {
 
 /** Our stat from the library's. */
 export function toStat(s: LibStat): Stat {
-  return { czxid: Buffer.isBuffer(s.czxid) ? s.czxid.readBigInt64BE(0) : BigInt(String(s.czxid)), numChildren: s.numChildren };
+  return { czxid: long(s.czxid), numChildren: s.numChildren, ctime: Number(long(s.ctime)), pzxid: long(s.pzxid) };
+}
+
+/** A jute `long` as the library hands it over (8 bytes, big-endian); 0 when absent. */
+function long(v: Buffer | undefined): bigint {
+  if (v === undefined) return 0n;
+  return Buffer.isBuffer(v) ? v.readBigInt64BE(0) : BigInt(String(v));
 }
 
 /** Run `fn`, never letting it throw into the client's event dispatch. */
