@@ -103,6 +103,9 @@ export interface LibConnectionManager {
   servers: { host: string; port: number }[];
   socket?: Socket;
   connect: () => void;
+  /** Parses replies from the socket (bound per socket at connect time, see {@link frameReplies}). */
+  onSocketData: (chunk: Buffer) => void;
+  pendingBuffer: Buffer | null;
 }
 /** The library's client. */
 export interface LibClient {
@@ -156,6 +159,43 @@ export function toStat(s: LibStat): Stat {
 function long(v: Buffer | undefined): bigint {
   if (v === undefined) return 0n;
   return Buffer.isBuffer(v) ? v.readBigInt64BE(0) : BigInt(String(v));
+}
+
+/**
+ * Hand the library's reply parser one whole frame at a time. node-zookeeper-client 1.1.3
+ * parses one reply per call and passes the rest of the chunk back to itself through
+ * `Buffer.concat`, so a 64 KB chunk of small replies is copied once per reply: quadratic in
+ * the number of replies pipelined, which a listing page does by the thousand
+ * (docs/backends/zookeeper.md, "Listing"). Framing here (4-byte length prefix) copies each
+ * byte once. Call before the first connect: the library binds the handler per socket then.
+ */
+export function frameReplies(cm: LibConnectionManager): void {
+  const parse = cm.onSocketData;
+  let rest: Buffer | null = null;
+  let socket: Socket | undefined;
+  cm.onSocketData = (chunk: Buffer): void => {
+    // A new socket starts a new stream: a partial frame of the old one is dropped.
+    if (cm.socket !== socket) {
+      socket = cm.socket;
+      rest = null;
+    }
+    const buf = rest ? Buffer.concat([rest, chunk]) : chunk;
+    rest = null;
+    let off = 0;
+    while (buf.length - off >= 4) {
+      const size = buf.readInt32BE(off);
+      if (size < 0) {
+        // Not a frame we understand: let the library deal with it as it always did.
+        parse.call(cm, buf.subarray(off));
+        return;
+      }
+      if (buf.length - off < size + 4) break;
+      cm.pendingBuffer = null;
+      parse.call(cm, buf.subarray(off, off + size + 4));
+      off += size + 4;
+    }
+    if (off < buf.length) rest = Buffer.from(buf.subarray(off));
+  };
 }
 
 /** Run `fn`, never letting it throw into the client's event dispatch. */
