@@ -10,6 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { createLocker, InvalidArgumentError, LockLostError } from '../../src/index.js';
 import type { AcquireRequest, Grant, ListPage, LockState } from '../../src/backend.js';
 import { createZooKeeperBackend, type ZooKeeperBackend } from '../../src/backends/zookeeper/index.js';
+import { frameReplies } from '../../src/backends/zookeeper/driver.js';
 import { lockPaths, parseLeaseData } from '../../src/backends/zookeeper/layout.js';
 import type { ZkGrantData, ZkTicket } from '../../src/backends/zookeeper/recipe.js';
 import { ZkSession } from '../../src/backends/zookeeper/session.js';
@@ -304,5 +305,35 @@ describe('zookeeper: breaking a lock on purpose', () => {
     await lock.release();
     holder.kill('SIGKILL');
     await exited(holder);
+  });
+});
+
+describe('zookeeper: replies framed for the client library', () => {
+  test('frameReplies hands over whole frames, however the socket splits them, and drops a partial one on a new socket', () => {
+    const frames = [Buffer.from('a'), Buffer.alloc(0), Buffer.from('hello world'), Buffer.alloc(300, 7)].map((body) => {
+      const f = Buffer.alloc(4 + body.length);
+      f.writeInt32BE(body.length, 0);
+      body.copy(f, 4);
+      return f;
+    });
+    const stream = Buffer.concat(frames);
+    for (let cut = 1; cut < stream.length; cut += 7) {
+      const got: Buffer[] = [];
+      const cm = {
+        servers: [],
+        socket: undefined,
+        connect: () => undefined,
+        pendingBuffer: null,
+        onSocketData: (b: Buffer) => void got.push(Buffer.from(b)),
+      };
+      frameReplies(cm);
+      for (let at = 0; at < stream.length; at += cut) cm.onSocketData(stream.subarray(at, at + cut));
+      assert.deepEqual(got, frames, `cut every ${cut} bytes`);
+      cm.onSocketData(stream.subarray(0, 6));
+      (cm as { socket: unknown }).socket = {};
+      const before = got.length;
+      cm.onSocketData(frames[0] ?? Buffer.alloc(0));
+      assert.deepEqual(got.slice(before), [frames[0]], 'the half frame of the old socket is gone');
+    }
   });
 });
