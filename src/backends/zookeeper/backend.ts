@@ -19,10 +19,12 @@ import {
   type Grant,
   type LockState,
 } from '../kit.js';
+import type { ListPage, ListRequest } from '../../backend.js';
 import type { Abandonable } from '../kit.js';
 import { EVENT } from './driver.js';
 import { SessionHolds, type ZkHold } from './session-holds.js';
 import { readLockState } from './inspect.js';
+import { breakLock, listLocks } from './list.js';
 import { lockPaths, parseLeaseData, protectedPrefix, type LockPaths } from './layout.js';
 import { Deleter, reapLockNode } from './nodes.js';
 import { watchQueue } from './observe.js';
@@ -402,6 +404,18 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   async inspect(lockId: string): Promise<LockState> {
     const s = await this.connect();
     return readLockState(this.#host, s, lockId, this.paths(lockId));
+  }
+
+  /** One page of the locks under the chroot: docs/backends/zookeeper.md, "Listing". */
+  async list(req: ListRequest): Promise<ListPage> {
+    const s = await this.connect(req.signal);
+    return listLocks(this.#host, s, this.#opts.chroot, req);
+  }
+
+  /** Delete every holder's nodes: docs/backends/zookeeper.md, "Breaking a lock". */
+  async forceRelease(lockId: string): Promise<number> {
+    const s = await this.connect();
+    return breakLock(this.#host, s, this.#opts.chroot, lockId);
   }
 
   async close(): Promise<void> {

@@ -50,6 +50,10 @@ export interface Stat {
   /** The zxid of the create: global, monotonic across the ensemble. */
   readonly czxid: bigint;
   readonly numChildren: number;
+  /** When the node was created, in ms since the epoch on the clock of the server that led then. */
+  readonly ctime: number;
+  /** The zxid of the last creation or deletion of a child: raised by every such write. */
+  readonly pzxid: bigint;
 }
 
 /** An operation answered with a ZooKeeper error (or failed on the way there). */
@@ -83,6 +87,8 @@ export function isNoNode(err: unknown): boolean {
 export interface LibStat {
   readonly czxid: Buffer;
   readonly numChildren: number;
+  readonly ctime?: Buffer;
+  readonly pzxid?: Buffer;
 }
 /** A watch event as the library hands it over. */
 export interface LibEvent {
@@ -97,6 +103,9 @@ export interface LibConnectionManager {
   servers: { host: string; port: number }[];
   socket?: Socket;
   connect: () => void;
+  /** Parses replies from the socket (bound per socket at connect time, see {@link frameReplies}). */
+  onSocketData: (chunk: Buffer) => void;
+  pendingBuffer: Buffer | null;
 }
 /** The library's client. */
 export interface LibClient {
@@ -143,7 +152,50 @@ export function codeOf(err: unknown): number {
 
 /** Our stat from the library's. */
 export function toStat(s: LibStat): Stat {
-  return { czxid: Buffer.isBuffer(s.czxid) ? s.czxid.readBigInt64BE(0) : BigInt(String(s.czxid)), numChildren: s.numChildren };
+  return { czxid: long(s.czxid), numChildren: s.numChildren, ctime: Number(long(s.ctime)), pzxid: long(s.pzxid) };
+}
+
+/** A jute `long` as the library hands it over (8 bytes, big-endian); 0 when absent. */
+function long(v: Buffer | undefined): bigint {
+  if (v === undefined) return 0n;
+  return Buffer.isBuffer(v) ? v.readBigInt64BE(0) : BigInt(String(v));
+}
+
+/**
+ * Hand the library's reply parser one whole frame at a time. node-zookeeper-client 1.1.3
+ * parses one reply per call and passes the rest of the chunk back to itself through
+ * `Buffer.concat`, so a 64 KB chunk of small replies is copied once per reply: quadratic in
+ * the number of replies pipelined, which a listing page does by the thousand
+ * (docs/backends/zookeeper.md, "Listing"). Framing here (4-byte length prefix) copies each
+ * byte once. Call before the first connect: the library binds the handler per socket then.
+ */
+export function frameReplies(cm: LibConnectionManager): void {
+  const parse = cm.onSocketData;
+  let rest: Buffer | null = null;
+  let socket: Socket | undefined;
+  cm.onSocketData = (chunk: Buffer): void => {
+    // A new socket starts a new stream: a partial frame of the old one is dropped.
+    if (cm.socket !== socket) {
+      socket = cm.socket;
+      rest = null;
+    }
+    const buf = rest ? Buffer.concat([rest, chunk]) : chunk;
+    rest = null;
+    let off = 0;
+    while (buf.length - off >= 4) {
+      const size = buf.readInt32BE(off);
+      if (size < 0) {
+        // Not a frame we understand: let the library deal with it as it always did.
+        parse.call(cm, buf.subarray(off));
+        return;
+      }
+      if (buf.length - off < size + 4) break;
+      cm.pendingBuffer = null;
+      parse.call(cm, buf.subarray(off, off + size + 4));
+      off += size + 4;
+    }
+    if (off < buf.length) rest = Buffer.from(buf.subarray(off));
+  };
 }
 
 /** Run `fn`, never letting it throw into the client's event dispatch. */

@@ -189,22 +189,53 @@ export function gateShared(kind: LockKind): string | undefined {
 }
 
 const LEASE_MAGIC = 'locksmith-lease/1\n';
-
 /**
- * A semaphore lease's data: the holder and its token (the czxid of its gate node, which
- * is gone once the permit is held), so that `inspect` reports the token the holder has.
+ * Ends the owner id in a node's data; the locker's identity follows. An owner id never holds
+ * a NUL (the core refuses it) and the identity is compact JSON, which escapes it, so the
+ * split is exact. Readers that take the whole data for the owner (locksmith before
+ * identities) still find the owner first; Curator never reads lock data.
+ * docs/backends/zookeeper.md, "Node data".
  */
-export function leaseData(ownerId: string, token: bigint): Buffer {
-  return Buffer.from(`${LEASE_MAGIC}${token}\n${ownerId}`, 'utf8');
+const IDENTITY_SEP = '\0';
+
+/** What a holder or waiter wrote into its node. */
+export interface NodeData {
+  readonly ownerId: string;
+  /** The locker's identity, verbatim; absent in nodes of older writers and of Curator. */
+  readonly identity?: string;
 }
 
-/** Owner and token of a lease's data; undefined token for a lease locksmith did not write. */
-export function parseLeaseData(data: Buffer | null): { ownerId: string; token: bigint | undefined } {
+/** The data of a queue or gate node: the owner, then the identity. */
+export function nodeData(ownerId: string, identity: string): Buffer {
+  return Buffer.from(identity === '' ? ownerId : `${ownerId}${IDENTITY_SEP}${identity}`, 'utf8');
+}
+
+/** Owner and identity of a queue or gate node's data (a Curator node: its IP as the owner). */
+export function parseNodeData(data: Buffer | null): NodeData {
+  return splitOwner(data ? data.toString('utf8') : '');
+}
+
+function splitOwner(text: string): NodeData {
+  const at = text.indexOf(IDENTITY_SEP);
+  return at < 0 ? { ownerId: text } : { ownerId: text.slice(0, at), identity: text.slice(at + 1) };
+}
+
+/**
+ * A semaphore lease's data: the holder, its token (the czxid of its gate node, which is
+ * gone once the permit is held), so that `inspect` reports the token the holder has, and
+ * its identity after the owner as in {@link nodeData}.
+ */
+export function leaseData(ownerId: string, token: bigint, identity = ''): Buffer {
+  return Buffer.concat([Buffer.from(`${LEASE_MAGIC}${token}\n`, 'utf8'), nodeData(ownerId, identity)]);
+}
+
+/** Owner, token and identity of a lease's (or any lock node's) data; undefined token for a node locksmith's semaphore did not write. */
+export function parseLeaseData(data: Buffer | null): NodeData & { token: bigint | undefined } {
   const text = data ? data.toString('utf8') : '';
-  if (!text.startsWith(LEASE_MAGIC)) return { ownerId: text, token: undefined };
+  if (!text.startsWith(LEASE_MAGIC)) return { ...splitOwner(text), token: undefined };
   const rest = text.slice(LEASE_MAGIC.length);
   const nl = rest.indexOf('\n');
   const digits = nl < 0 ? '' : rest.slice(0, nl);
-  if (!/^\d+$/.test(digits)) return { ownerId: text, token: undefined };
-  return { ownerId: rest.slice(nl + 1), token: BigInt(digits) };
+  if (!/^\d+$/.test(digits)) return { ...splitOwner(text), token: undefined };
+  return { ...splitOwner(rest.slice(nl + 1)), token: BigInt(digits) };
 }

@@ -16,7 +16,18 @@
  */
 import type { AcquireRequest, AcquireResult } from '../kit.js';
 import { CREATE_ATTEMPTS } from './nodes.js';
-import { GATE_DIR, GATE_NAMES, QUEUE_NAMES, gateNameFor, gateShared, predicate, queueNameFor, queueShared, sortedQueue } from './layout.js';
+import {
+  GATE_DIR,
+  GATE_NAMES,
+  QUEUE_NAMES,
+  gateNameFor,
+  nodeData,
+  gateShared,
+  predicate,
+  queueNameFor,
+  queueShared,
+  sortedQueue,
+} from './layout.js';
 import { AGAIN, contended, createAndList, listAll, nameOf, type RecipeHost, type Step, type ZkGrantData, type ZkTicket } from './recipe.js';
 import { unavailable } from '../kit.js';
 
@@ -62,7 +73,7 @@ async function queueStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: Zk
   if (t.queueNode) {
     children = (await listAll(host, t.session, [base]))[0]?.children ?? [];
   } else {
-    const made = await createAndList(host, t, base, queueNameFor(req.kind), Buffer.from(req.ownerId, 'utf8'), [], req.signal);
+    const made = await createAndList(host, t, base, queueNameFor(req.kind), nodeData(req.ownerId, req.identity), [], req.signal);
     t.queueNode = made.path;
     children = made.listings[0]?.children ?? [];
   }
@@ -92,7 +103,7 @@ async function gateStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: ZkT
   if (t.gateNode) {
     listings = await listAll(host, t.session, [gate, leases]);
   } else {
-    const made = await createAndList(host, t, gate, gateNameFor(req.kind), Buffer.from(req.ownerId, 'utf8'), [leases], req.signal);
+    const made = await createAndList(host, t, gate, gateNameFor(req.kind), nodeData(req.ownerId, req.identity), [leases], req.signal);
     t.gateNode = made.path;
     listings = made.listings;
   }

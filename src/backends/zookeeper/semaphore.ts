@@ -11,7 +11,7 @@
  */
 import { unavailable, type AcquireRequest, type AcquireResult } from '../kit.js';
 import { CREATE_ATTEMPTS } from './nodes.js';
-import { GATE_NAMES, LOCK_NAME, QUEUE_NAMES, leaseData, LEASE_NAME, predicate, sortedQueue } from './layout.js';
+import { GATE_NAMES, LOCK_NAME, QUEUE_NAMES, leaseData, LEASE_NAME, nodeData, predicate, sortedQueue } from './layout.js';
 import { AGAIN, contended, createAndList, listAll, nameOf, type RecipeHost, type Step, type ZkGrantData, type ZkTicket } from './recipe.js';
 
 /** One attempt at a semaphore permit. */
@@ -42,7 +42,7 @@ async function gateStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: ZkT
   if (t.gateNode) {
     listings = await listAll(host, t.session, [gate, base]);
   } else {
-    const made = await createAndList(host, t, gate, LOCK_NAME, Buffer.from(req.ownerId, 'utf8'), [base], req.signal);
+    const made = await createAndList(host, t, gate, LOCK_NAME, nodeData(req.ownerId, req.identity), [base], req.signal);
     t.gateNode = made.path;
     listings = made.listings;
   }
@@ -102,7 +102,7 @@ async function leaseStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: Zk
   if (t.leaseNode) {
     children = (await listAll(host, t.session, [leases]))[0]?.children ?? [];
   } else {
-    const made = await createAndList(host, t, leases, LEASE_NAME, leaseData(req.ownerId, tokenOf(t)), [], req.signal);
+    const made = await createAndList(host, t, leases, LEASE_NAME, leaseData(req.ownerId, tokenOf(t), req.identity), [], req.signal);
     t.leaseNode = made.path;
     children = made.listings[0]?.children ?? [];
   }

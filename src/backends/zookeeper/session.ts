@@ -10,6 +10,7 @@ import { performance } from 'node:perf_hooks';
 import {
   codeOf,
   EVENT,
+  frameReplies,
   isNoNode,
   loadLib,
   RC,
@@ -98,6 +99,7 @@ export class ZkSession {
       options['sessionPassword'] = opts.resume.password;
     }
     const session = new ZkSession(loadLib().createClient(opts.connectString, options), opts.connectTimeoutMs, opts.connectString);
+    frameReplies(session.#zk.connectionManager);
     session.#wire();
     session.#startWatchdog();
     try {
