@@ -275,6 +275,16 @@ export interface Backend<Ticket = unknown, Data = unknown> {
    * core polls {@link Backend.list} and diffs the pages (docs/observability.md, "Watching").
    */
   watch?(req: WatchRequest): AsyncIterable<WatchChange>;
+  /**
+   * The lock ids under `req.prefix` whose holds or queue changed, as the engine notifies them
+   * (own pub/sub, LISTEN/NOTIFY, watches). Yields `null` once as soon as the subscription is
+   * in place (every later change is reported), and again after a lost subscription was
+   * re-established; then lock ids as they change, possibly repeated or coalesced, in any
+   * order. Ends when `req.signal` aborts. The core lists once, then inspects each notified
+   * lock and diffs it, re-inspects holds when their lease ends, and re-lists on `null` and
+   * every 30 s (docs/observability.md, "Watching"). Simpler to write than {@link Backend.watch}.
+   */
+  changes?(req: WatchRequest): AsyncIterable<string | null>;
   /** Close connections. Leases not released expire on the server by their ttl. */
   close(): Promise<void>;
 }

@@ -9,7 +9,6 @@
  */
 import { InvalidArgumentError, LockLostError, LockTimeoutError } from './errors.js';
 import type { Lock } from './lock.js';
-import type { Locker } from './locker.js';
 import { now } from './lease.js';
 import { validateDuration, validateLockId, type LockOptions, type TryLockOptions } from './options.js';
 
@@ -58,7 +57,13 @@ type TakeOne = (lockId: string, options: TryLockOptions) => Promise<Lock | null>
  * Wait until every id is held (all-or-nothing). `timeoutMs` bounds the whole call; on
  * timeout, abort or failure the locks already taken are released first.
  */
-export async function lockAll(locker: Locker, lockIds: readonly string[], options: LockOptions = {}): Promise<MultiLock> {
+/** The part of a Locker that lockAll needs (structural, so that locker.ts can import this module). */
+export interface LockAllLocker {
+  lock(lockId: string, options?: LockOptions): Promise<Lock>;
+  tryLock(lockId: string, options?: TryLockOptions): Promise<Lock | null>;
+}
+
+export async function lockAll(locker: LockAllLocker, lockIds: readonly string[], options: LockOptions = {}): Promise<MultiLock> {
   const all = await takeAll(lockIds, options, (id, o) => locker.lock(id, o));
   if (all === null) throw new Error('unreachable: lock() never resolves null');
   return all;
@@ -68,7 +73,7 @@ export async function lockAll(locker: Locker, lockIds: readonly string[], option
  * One attempt at every id (or wait up to `waitMs` in all): the held set, or `null` when
  * any id is held by another (whatever was taken meanwhile is released first).
  */
-export function tryLockAll(locker: Locker, lockIds: readonly string[], options: TryLockOptions = {}): Promise<MultiLock | null> {
+export function tryLockAll(locker: LockAllLocker, lockIds: readonly string[], options: TryLockOptions = {}): Promise<MultiLock | null> {
   return takeAll(lockIds, { waitMs: 0, ...options }, (id, o) => locker.tryLock(id, o));
 }
 
