@@ -69,7 +69,6 @@ export default tseslint.config(
       'test/postgres/postgres.test.ts',
       'test/redis/handoff.test.ts',
       'test/redis/redis.test.ts',
-      'test/sql/cases.ts',
       'test/zookeeper/kinds.test.ts',
       'test/zookeeper/zookeeper.test.ts',
     ],
