@@ -64,7 +64,6 @@ export default tseslint.config(
       'scripts/servers/redis.ts',
       'scripts/servers/zookeeper.ts',
       'test/cassandra/fair.test.ts',
-      'test/etcd/etcdctl.test.ts',
       'test/mysql/mysql.test.ts',
       'test/postgres/postgres.test.ts',
       'test/redis/handoff.test.ts',
