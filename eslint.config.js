@@ -64,8 +64,6 @@ export default tseslint.config(
       'scripts/servers/redis.ts',
       'scripts/servers/zookeeper.ts',
       'test/cassandra/fair.test.ts',
-      'test/mysql/mysql.test.ts',
-      'test/postgres/postgres.test.ts',
       'test/redis/handoff.test.ts',
       'test/redis/redis.test.ts',
       'test/zookeeper/kinds.test.ts',
