@@ -120,70 +120,76 @@ describe('a key deleted under its holder', () => {
 });
 
 describe('revision guards', () => {
-  test("a retried stale release does not delete a newer key of the same name (the lease's key)", T, async () => {
-    const backend: EtcdBackend = createEtcdBackend(`${server.url}?prefix=guard/`);
-    try {
-      const lockId = id('stale');
-      const first = await backend.tryAcquire(seamRequest(lockId, 'a'));
-      assert.ok(first.granted);
-      assert.equal(await backend.release(first.grant), true);
-      const second = await backend.tryAcquire(seamRequest(lockId, 'b'));
-      assert.ok(second.granted);
-      assert.equal(second.grant.data.key, first.grant.data.key, 'the same key name (prefix/lockId/leaseHex)');
-      assert.ok(second.grant.token > first.grant.token);
-      assert.equal(await backend.release(first.grant), false, 'the stale release deletes nothing');
-      const state = await backend.inspect(lockId);
-      assert.deepEqual(
-        state.holders.map((h) => h.token),
-        [second.grant.token],
-      );
-      await backend.extend(second.grant, 5_000);
-      assert.equal(await backend.release(second.grant), true);
-    } finally {
-      await backend.close();
-    }
-  });
+  test("a retried stale release does not delete a newer key of the same name (the lease's key)", T, staleReleaseKeepsNewerKey);
 
-  test('a waiter whose key vanished is not granted on it: it queues again with a new key', T, async () => {
-    const a = createEtcdBackend(`${server.url}?prefix=guard/`);
-    const b = createEtcdBackend(`${server.url}?prefix=guard/`);
-    try {
-      const lockId = id('vanished');
-      const held = await a.tryAcquire(seamRequest(lockId, 'a'));
-      assert.ok(held.granted);
-      const waiting = await b.tryAcquire(seamRequest(lockId, 'b'));
-      assert.equal(waiting.granted, false);
-      const ticket = waiting.granted ? undefined : waiting.contended.ticket;
-      assert.ok(ticket?.rev !== undefined);
-      const oldRev = ticket.rev;
-      await a.client.raw.delete().key(ticket.key);
-      await a.release(held.grant);
-      const again = await b.tryAcquire(seamRequest(lockId, 'b', { ticket }));
-      assert.ok(again.granted);
-      assert.ok(again.grant.token > oldRev, 'granted on a new key, not on the vanished one');
-      assert.deepEqual(
-        (await a.inspect(lockId)).holders.map((h) => h.token),
-        [again.grant.token],
-        'the granted key exists',
-      );
-      await b.release(again.grant);
-    } finally {
-      await Promise.all([a.close(), b.close()]);
-    }
-  });
+  test('a waiter whose key vanished is not granted on it: it queues again with a new key', T, vanishedWaiterKeyQueuesAgain);
 
-  test('two acquisitions on one lease get distinct keys and exclude each other', T, async () => {
-    const backend = createEtcdBackend(`${server.url}?prefix=guard/`);
-    try {
-      const lockId = id('same-lease');
-      const a = await backend.tryAcquire(seamRequest(lockId, 'a'));
-      assert.ok(a.granted);
-      const b = await backend.tryAcquire(seamRequest(lockId, 'b', { wait: false }));
-      assert.equal(b.granted, false);
-      assert.equal((await backend.inspect(lockId)).waiters, 0, 'a soft attempt leaves no key behind');
-      await backend.release(a.grant);
-    } finally {
-      await backend.close();
-    }
-  });
+  test('two acquisitions on one lease get distinct keys and exclude each other', T, twoAcquisitionsOnOneLease);
 });
+
+async function staleReleaseKeepsNewerKey(): Promise<void> {
+  const backend: EtcdBackend = createEtcdBackend(`${server.url}?prefix=guard/`);
+  try {
+    const lockId = id('stale');
+    const first = await backend.tryAcquire(seamRequest(lockId, 'a'));
+    assert.ok(first.granted);
+    assert.equal(await backend.release(first.grant), true);
+    const second = await backend.tryAcquire(seamRequest(lockId, 'b'));
+    assert.ok(second.granted);
+    assert.equal(second.grant.data.key, first.grant.data.key, 'the same key name (prefix/lockId/leaseHex)');
+    assert.ok(second.grant.token > first.grant.token);
+    assert.equal(await backend.release(first.grant), false, 'the stale release deletes nothing');
+    const state = await backend.inspect(lockId);
+    assert.deepEqual(
+      state.holders.map((h) => h.token),
+      [second.grant.token],
+    );
+    await backend.extend(second.grant, 5_000);
+    assert.equal(await backend.release(second.grant), true);
+  } finally {
+    await backend.close();
+  }
+}
+
+async function vanishedWaiterKeyQueuesAgain(): Promise<void> {
+  const a = createEtcdBackend(`${server.url}?prefix=guard/`);
+  const b = createEtcdBackend(`${server.url}?prefix=guard/`);
+  try {
+    const lockId = id('vanished');
+    const held = await a.tryAcquire(seamRequest(lockId, 'a'));
+    assert.ok(held.granted);
+    const waiting = await b.tryAcquire(seamRequest(lockId, 'b'));
+    assert.equal(waiting.granted, false);
+    const ticket = waiting.granted ? undefined : waiting.contended.ticket;
+    assert.ok(ticket?.rev !== undefined);
+    const oldRev = ticket.rev;
+    await a.client.raw.delete().key(ticket.key);
+    await a.release(held.grant);
+    const again = await b.tryAcquire(seamRequest(lockId, 'b', { ticket }));
+    assert.ok(again.granted);
+    assert.ok(again.grant.token > oldRev, 'granted on a new key, not on the vanished one');
+    assert.deepEqual(
+      (await a.inspect(lockId)).holders.map((h) => h.token),
+      [again.grant.token],
+      'the granted key exists',
+    );
+    await b.release(again.grant);
+  } finally {
+    await Promise.all([a.close(), b.close()]);
+  }
+}
+
+async function twoAcquisitionsOnOneLease(): Promise<void> {
+  const backend = createEtcdBackend(`${server.url}?prefix=guard/`);
+  try {
+    const lockId = id('same-lease');
+    const a = await backend.tryAcquire(seamRequest(lockId, 'a'));
+    assert.ok(a.granted);
+    const b = await backend.tryAcquire(seamRequest(lockId, 'b', { wait: false }));
+    assert.equal(b.granted, false);
+    assert.equal((await backend.inspect(lockId)).waiters, 0, 'a soft attempt leaves no key behind');
+    await backend.release(a.grant);
+  } finally {
+    await backend.close();
+  }
+}

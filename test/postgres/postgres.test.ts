@@ -65,7 +65,7 @@ sqlObserveCases(target);
 
 describe('postgres: wake-ups and pools', () => {
   const lockers: Locker[] = [];
-  const client = (url: string): Locker => {
+  const client: Client = (url) => {
     const l = createLocker(url);
     lockers.push(l);
     return l;
@@ -74,72 +74,85 @@ describe('postgres: wake-ups and pools', () => {
     await Promise.allSettled(lockers.map((l) => l.close()));
   });
 
-  test('a waiter whose LISTEN connection was killed is still woken (its fallback poll is 60 s)', { timeout: 60_000 }, async () => {
-    const url = `${server.url}?migrate=true&pollMs=60000`;
-    const lockId = `pg:listen:${randomBytes(4).toString('hex')}`;
-    const a = client(url);
-    const b = client(url);
-    const held = await a.lock(lockId, { ttlMs: 60_000 });
-    await b.backend();
-    // Only the LISTEN connections: a pooled connection killed under the holder would fail its
-    // release (pg hands out an idle client before it has read the server's goodbye).
-    const killed = await admin(node.port, [
-      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'locksmith' AND query LIKE 'LISTEN %'",
-    ]);
-    assert.ok(killed.length >= 2, `both LISTEN connections were killed (${killed.length})`);
-    const waiting = waitingOn(b, lockId);
-    const next = b.lock(lockId, { ttlMs: 60_000, timeoutMs: 30_000 });
-    await waiting;
-    await held.release();
-    const got = await next;
-    assert.ok(got.token > held.token);
-    await got.release();
-  });
+  test('a waiter whose LISTEN connection was killed is still woken (its fallback poll is 60 s)', { timeout: 60_000 }, () =>
+    listenKilledWaiterIsWoken(client),
+  );
 
-  test('quotes, backslashes, placeholders and dollar quotes in lock ids stay data', { timeout: 60_000 }, async () => {
-    const l = client(`${server.url}?migrate=true`);
-    const ids = ["it's", 'back\\slash', "x\\'; DROP TABLE locksmith_locks; --", "? $1 $$ E''", "'"];
-    const held = await Promise.all(ids.map((id) => l.lock(id)));
-    for (const h of held) assert.equal((await l.inspect(h.lockId)).holders[0]?.token, h.token);
-    await Promise.all(held.map((h) => h.release()));
-    const rows = await admin(node.port, ['SELECT count(*)::int AS n FROM locksmith_locks'], 'locksmith');
-    assert.equal(rows.length, 1, 'the lock table is still there');
-  });
+  test('quotes, backslashes, placeholders and dollar quotes in lock ids stay data', { timeout: 60_000 }, () => quotedIdsStayData(client));
 
-  test('postgresql:// is the same backend', { timeout: 60_000 }, async () => {
-    const l = client(`${server.url.replace(/^postgres:/, 'postgresql:')}?migrate=true`);
-    const lock = await l.lock(`pg:alias:${randomBytes(4).toString('hex')}`);
-    assert.equal((await l.backend()).name, 'postgres');
-    await lock.release();
-  });
+  test('postgresql:// is the same backend', { timeout: 60_000 }, () => postgresqlSchemeAlias(client));
 
-  test("a user's pool: migrate(pool), locks through it, and close() leaves the pool open", { timeout: 60_000 }, async () => {
-    const pool = new pg.Pool({ connectionString: server.url, max: 4, idleTimeoutMillis: 0 });
-    const mine: Locker[] = [];
-    try {
-      await migrate(pool, { table: 'userpool' });
-      const lockId = `pg:pool:${randomBytes(4).toString('hex')}`;
-      const a = createLocker(await createPostgresBackend(pool, { table: 'userpool' }));
-      const b = createLocker(await createPostgresBackend(pool, { table: 'userpool' }));
-      mine.push(a, b);
-      const lock = await a.lock(lockId);
-      assert.equal(await b.tryLock(lockId), null);
-      const next = b.lock(lockId, { timeoutMs: 30_000 });
-      await lock.release();
-      assert.ok((await next).token > lock.token);
-      // close() resolves once its LISTEN connection has ended (the pool's 'remove'), so a
-      // server shutdown after it reports nothing to this pool, which has no 'error' handler.
-      let removed = 0;
-      pool.on('remove', () => removed++);
-      await a.close();
-      assert.equal(removed, 1, "a's LISTEN connection has ended");
-      await b.close();
-      assert.equal(removed, 2, "b's LISTEN connection has ended");
-      assert.equal((await pool.query('SELECT 1 AS one')).rows[0]?.one, 1, 'the pool is still usable');
-    } finally {
-      // A failed check must not leave a LISTEN connection checked out: pool.end() would wait for it.
-      await Promise.allSettled(mine.map((l) => l.close()));
-      await pool.end();
-    }
-  });
+  test("a user's pool: migrate(pool), locks through it, and close() leaves the pool open", { timeout: 60_000 }, usersPoolStaysOpen);
 });
+
+/** A locker on `url`, closed after the describe. */
+type Client = (url: string) => Locker;
+
+async function listenKilledWaiterIsWoken(client: Client): Promise<void> {
+  const url = `${server.url}?migrate=true&pollMs=60000`;
+  const lockId = `pg:listen:${randomBytes(4).toString('hex')}`;
+  const a = client(url);
+  const b = client(url);
+  const held = await a.lock(lockId, { ttlMs: 60_000 });
+  await b.backend();
+  // Only the LISTEN connections: a pooled connection killed under the holder would fail its
+  // release (pg hands out an idle client before it has read the server's goodbye).
+  const killed = await admin(node.port, [
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'locksmith' AND query LIKE 'LISTEN %'",
+  ]);
+  assert.ok(killed.length >= 2, `both LISTEN connections were killed (${killed.length})`);
+  const waiting = waitingOn(b, lockId);
+  const next = b.lock(lockId, { ttlMs: 60_000, timeoutMs: 30_000 });
+  await waiting;
+  await held.release();
+  const got = await next;
+  assert.ok(got.token > held.token);
+  await got.release();
+}
+
+async function quotedIdsStayData(client: Client): Promise<void> {
+  const l = client(`${server.url}?migrate=true`);
+  const ids = ["it's", 'back\\slash', "x\\'; DROP TABLE locksmith_locks; --", "? $1 $$ E''", "'"];
+  const held = await Promise.all(ids.map((id) => l.lock(id)));
+  for (const h of held) assert.equal((await l.inspect(h.lockId)).holders[0]?.token, h.token);
+  await Promise.all(held.map((h) => h.release()));
+  const rows = await admin(node.port, ['SELECT count(*)::int AS n FROM locksmith_locks'], 'locksmith');
+  assert.equal(rows.length, 1, 'the lock table is still there');
+}
+
+async function postgresqlSchemeAlias(client: Client): Promise<void> {
+  const l = client(`${server.url.replace(/^postgres:/, 'postgresql:')}?migrate=true`);
+  const lock = await l.lock(`pg:alias:${randomBytes(4).toString('hex')}`);
+  assert.equal((await l.backend()).name, 'postgres');
+  await lock.release();
+}
+
+async function usersPoolStaysOpen(): Promise<void> {
+  const pool = new pg.Pool({ connectionString: server.url, max: 4, idleTimeoutMillis: 0 });
+  const mine: Locker[] = [];
+  try {
+    await migrate(pool, { table: 'userpool' });
+    const lockId = `pg:pool:${randomBytes(4).toString('hex')}`;
+    const a = createLocker(await createPostgresBackend(pool, { table: 'userpool' }));
+    const b = createLocker(await createPostgresBackend(pool, { table: 'userpool' }));
+    mine.push(a, b);
+    const lock = await a.lock(lockId);
+    assert.equal(await b.tryLock(lockId), null);
+    const next = b.lock(lockId, { timeoutMs: 30_000 });
+    await lock.release();
+    assert.ok((await next).token > lock.token);
+    // close() resolves once its LISTEN connection has ended (the pool's 'remove'), so a
+    // server shutdown after it reports nothing to this pool, which has no 'error' handler.
+    let removed = 0;
+    pool.on('remove', () => removed++);
+    await a.close();
+    assert.equal(removed, 1, "a's LISTEN connection has ended");
+    await b.close();
+    assert.equal(removed, 2, "b's LISTEN connection has ended");
+    assert.equal((await pool.query('SELECT 1 AS one')).rows[0]?.one, 1, 'the pool is still usable');
+  } finally {
+    // A failed check must not leave a LISTEN connection checked out: pool.end() would wait for it.
+    await Promise.allSettled(mine.map((l) => l.close()));
+    await pool.end();
+  }
+}
