@@ -51,27 +51,4 @@ export default tseslint.config(
       '@typescript-eslint/no-non-null-assertion': 'error',
     },
   },
-  {
-    // Written before the limits reached tests and the server harness: their long \`describe\`
-    // bodies and start functions are split by the engineers who own them. Warnings, so that
-    // \`npm run lint\` shows them; take a file off this list once it is within the limits.
-    files: [
-      'scripts/servers/cassandra.ts',
-      'scripts/servers/etcd.ts',
-      'scripts/servers/mariadb.ts',
-      'scripts/servers/postgres.ts',
-      'scripts/servers/redis-sentinel.ts',
-      'scripts/servers/redis.ts',
-      'scripts/servers/zookeeper.ts',
-      'test/cassandra/fair.test.ts',
-      'test/redis/handoff.test.ts',
-      'test/redis/redis.test.ts',
-      'test/zookeeper/kinds.test.ts',
-      'test/zookeeper/zookeeper.test.ts',
-    ],
-    rules: {
-      'max-lines': ['warn', { max: 450, skipBlankLines: true, skipComments: true }],
-      'max-lines-per-function': ['warn', { max: 60, skipBlankLines: true, skipComments: true, IIFEs: true }],
-    },
-  },
 );

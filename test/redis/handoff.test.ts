@@ -4,7 +4,7 @@
  * (from the message or from its own racing attempt), or gives it back when it cancels.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import type { AcquireRequest, Backend, Grant } from '../../src/backend.js';
 import { createBackend, InboxDirectory, RedisBackend } from '../../src/backends/redis/index.js';
@@ -91,184 +91,182 @@ after(async () => {
   await server.stop();
 });
 
-describe('redis: fair hand-off', () => {
-  test('the head waiter holds on receipt of the hand-off message and claims its full ttl in the background', T, async () => {
-    const lockId = `handoff:${randomBytes(6).toString('hex')}`;
-    const { a, b, held, reqB, ticket, woken } = await sleepingBehind(lockId);
-    assert.equal(await a.release(held), true);
-    await woken;
-    // Handed over on the server: a newcomer cannot take it before b claims it.
-    assert.equal(await a.tryAcquire(request(lockId, { wait: false, fair: false })).then((r) => r.granted), false);
-    const scriptsBefore = await evalshaCalls();
-    const got = await grantOf(b, { ...reqB, ticket });
-    assert.equal(got.reentered, false);
-    assert.ok(got.token > held.token);
-    // Held on receipt: it vouches for what is left of the claim window, and confirms the rest.
-    assert.ok(got.confirmation, 'granted from the message, with the claim in flight');
-    assert.ok(got.ttlMs <= CLAIM_MS && got.ttlMs >= CLAIM_MS / 2, `vouched ${got.ttlMs} ms of the claim window`);
-    assert.deepEqual(await got.confirmation, { ttlMs: reqB.ttlMs });
-    assert.equal((await evalshaCalls()) - scriptsBefore, 1, 'claiming the hand-off took one script');
-    const state = await a.inspect(lockId);
-    assert.equal(state.holders.length, 1);
-    assert.equal(state.holders[0]?.ownerId, reqB.ownerId);
-    assert.equal(state.holders[0]?.count, 1);
-    assert.ok((state.holders[0]?.expiresInMs ?? 0) > 5_000, 'the claim moved the expiry to the full ttl');
-    assert.equal(await b.release(got), true);
-    assert.equal((await a.inspect(lockId)).holders.length, 0);
-  });
+test('the head waiter holds on receipt of the hand-off message and claims its full ttl in the background', T, async () => {
+  const lockId = `handoff:${randomBytes(6).toString('hex')}`;
+  const { a, b, held, reqB, ticket, woken } = await sleepingBehind(lockId);
+  assert.equal(await a.release(held), true);
+  await woken;
+  // Handed over on the server: a newcomer cannot take it before b claims it.
+  assert.equal(await a.tryAcquire(request(lockId, { wait: false, fair: false })).then((r) => r.granted), false);
+  const scriptsBefore = await evalshaCalls();
+  const got = await grantOf(b, { ...reqB, ticket });
+  assert.equal(got.reentered, false);
+  assert.ok(got.token > held.token);
+  // Held on receipt: it vouches for what is left of the claim window, and confirms the rest.
+  assert.ok(got.confirmation, 'granted from the message, with the claim in flight');
+  assert.ok(got.ttlMs <= CLAIM_MS && got.ttlMs >= CLAIM_MS / 2, `vouched ${got.ttlMs} ms of the claim window`);
+  assert.deepEqual(await got.confirmation, { ttlMs: reqB.ttlMs });
+  assert.equal((await evalshaCalls()) - scriptsBefore, 1, 'claiming the hand-off took one script');
+  const state = await a.inspect(lockId);
+  assert.equal(state.holders.length, 1);
+  assert.equal(state.holders[0]?.ownerId, reqB.ownerId);
+  assert.equal(state.holders[0]?.count, 1);
+  assert.ok((state.holders[0]?.expiresInMs ?? 0) > 5_000, 'the claim moved the expiry to the full ttl');
+  assert.equal(await b.release(got), true);
+  assert.equal((await a.inspect(lockId)).holders.length, 0);
+});
 
-  test('a claim of a hand-off that is gone fails, and the grant held on receipt is then lost', T, async () => {
-    const lockId = `handoff-gone:${randomBytes(6).toString('hex')}`;
-    const { a, b, held, reqB, ticket, woken } = await sleepingBehind(lockId);
-    assert.equal(await a.release(held), true);
-    await woken;
-    // The handed hold disappears before b's claim lands (a flushed server, a forced unlock).
-    const [h, x] = lockKeys('locksmith:', lockId);
-    assert.equal(await admin.del(h, x), 2);
-    const got = await grantOf(b, { ...reqB, ticket });
-    await assert.rejects(got.confirmation ?? Promise.resolve(), (e: unknown) => e instanceof LockLostError && e.reason === 'not-held');
-    assert.equal(await b.release(got), false);
-  });
+test('a claim of a hand-off that is gone fails, and the grant held on receipt is then lost', T, async () => {
+  const lockId = `handoff-gone:${randomBytes(6).toString('hex')}`;
+  const { a, b, held, reqB, ticket, woken } = await sleepingBehind(lockId);
+  assert.equal(await a.release(held), true);
+  await woken;
+  // The handed hold disappears before b's claim lands (a flushed server, a forced unlock).
+  const [h, x] = lockKeys('locksmith:', lockId);
+  assert.equal(await admin.del(h, x), 2);
+  const got = await grantOf(b, { ...reqB, ticket });
+  await assert.rejects(got.confirmation ?? Promise.resolve(), (e: unknown) => e instanceof LockLostError && e.reason === 'not-held');
+  assert.equal(await b.release(got), false);
+});
 
-  test('a hand-off message whose window had ended before the last attempt was answered grants nothing', T, async () => {
-    const lockId = `handoff-stale:${randomBytes(6).toString('hex')}`;
-    const { a, b, held, reqB, ticket, woken } = await sleepingBehind(lockId);
-    // A message that was late (a slow subscriber): its window ended 1 ms before the server
-    // answered b's last attempt, so whatever it handed over may be someone else's by now. It
-    // carries the attempt's secret and a token above the last one: only its window is wrong.
-    const clientId = ticket.waiterId.split('.')[0] ?? '';
-    const late = `${ticket.waiterId}|${ticket.lastToken + 1n}|${ticket.serverMs - 1}|${ticket.secret}`;
-    await admin.publish(`locksmith:w:${clientId}`, late);
-    await woken;
-    const r = await b.tryAcquire({ ...reqB, ticket });
-    assert.equal(r.granted, false, 'a stale hand-off message must not grant while a holds the lock');
-    assert.equal(await a.release(held), true);
-  });
+test('a hand-off message whose window had ended before the last attempt was answered grants nothing', T, async () => {
+  const lockId = `handoff-stale:${randomBytes(6).toString('hex')}`;
+  const { a, b, held, reqB, ticket, woken } = await sleepingBehind(lockId);
+  // A message that was late (a slow subscriber): its window ended 1 ms before the server
+  // answered b's last attempt, so whatever it handed over may be someone else's by now. It
+  // carries the attempt's secret and a token above the last one: only its window is wrong.
+  const clientId = ticket.waiterId.split('.')[0] ?? '';
+  const late = `${ticket.waiterId}|${ticket.lastToken + 1n}|${ticket.serverMs - 1}|${ticket.secret}`;
+  await admin.publish(`locksmith:w:${clientId}`, late);
+  await woken;
+  const r = await b.tryAcquire({ ...reqB, ticket });
+  assert.equal(r.granted, false, 'a stale hand-off message must not grant while a holds the lock');
+  assert.equal(await a.release(held), true);
+});
 
-  test('a head that never claims its hand-off is skipped within the claim window, not its ttl', T, async () => {
-    const lockId = `handoff-ghost:${randomBytes(6).toString('hex')}`;
-    const a = await backend();
-    const ghost = await backend();
-    const c = await backend();
-    const ttlMs = 60_000;
-    const held = await grantOf(a, request(lockId, { ttlMs }));
-    // The ghost queues, then never attempts again (its process hung or died).
-    await ticketOf(ghost, request(lockId, { ttlMs }));
-    const reqC = request(lockId, { ttlMs });
-    let ticket = await ticketOf(c, reqC);
-    // c subscribes, re-checks and goes to sleep before the release: a's hold then had a whole
-    // ttl to run, so only the release's message can tell c to look again sooner.
+test('a head that never claims its hand-off is skipped within the claim window, not its ttl', T, async () => {
+  const lockId = `handoff-ghost:${randomBytes(6).toString('hex')}`;
+  const a = await backend();
+  const ghost = await backend();
+  const c = await backend();
+  const ttlMs = 60_000;
+  const held = await grantOf(a, request(lockId, { ttlMs }));
+  // The ghost queues, then never attempts again (its process hung or died).
+  await ticketOf(ghost, request(lockId, { ttlMs }));
+  const reqC = request(lockId, { ttlMs });
+  let ticket = await ticketOf(c, reqC);
+  // c subscribes, re-checks and goes to sleep before the release: a's hold then had a whole
+  // ttl to run, so only the release's message can tell c to look again sooner.
+  await c.waitForChange(lockId, ticket, new AbortController().signal);
+  ticket = await ticketOf(c, { ...reqC, ticket });
+  const sleeping = c.waitForChange(lockId, ticket, new AbortController().signal);
+  const t0 = performance.now();
+  assert.equal(await a.release(held), true);
+  const handedTo = (await a.inspect(lockId)).holders[0]?.ownerId;
+  assert.notEqual(handedTo, reqC.ownerId, 'the lock was handed to the ghost first');
+  await sleeping;
+  for (;;) {
+    const r = await c.tryAcquire({ ...reqC, ticket });
+    if (r.granted) {
+      await c.release(r.grant);
+      break;
+    }
+    ticket = r.contended.ticket;
     await c.waitForChange(lockId, ticket, new AbortController().signal);
-    ticket = await ticketOf(c, { ...reqC, ticket });
-    const sleeping = c.waitForChange(lockId, ticket, new AbortController().signal);
-    const t0 = performance.now();
-    assert.equal(await a.release(held), true);
-    const handedTo = (await a.inspect(lockId)).holders[0]?.ownerId;
-    assert.notEqual(handedTo, reqC.ownerId, 'the lock was handed to the ghost first');
-    await sleeping;
-    for (;;) {
-      const r = await c.tryAcquire({ ...reqC, ticket });
-      if (r.granted) {
-        await c.release(r.grant);
-        break;
-      }
-      ticket = r.contended.ticket;
-      await c.waitForChange(lockId, ticket, new AbortController().signal);
+  }
+  const skippedMs = performance.now() - t0;
+  assert.ok(skippedMs < CLAIM_MS + 1_000, `the unclaimed hand-off blocked the next waiter ${skippedMs.toFixed(0)} ms`);
+});
+
+test('an attempt that races the hand-off message claims the hold, not a re-entry', T, async () => {
+  const lockId = `handoff-race:${randomBytes(6).toString('hex')}`;
+  const a = await backend();
+  const b = await backend();
+  const held = await grantOf(a, request(lockId));
+  const reqB = request(lockId);
+  const ticket = await ticketOf(b, reqB);
+  // No waitForChange: b's inbox is not even subscribed, so only its own attempt can tell it.
+  assert.equal(await a.release(held), true);
+  const got = await grantOf(b, { ...reqB, ticket });
+  assert.equal(got.reentered, false);
+  assert.equal((await a.inspect(lockId)).holders[0]?.count, 1);
+  assert.equal(await b.release(got), true);
+  const c = await grantOf(a, request(lockId, { wait: false }));
+  assert.ok(c.token > got.token);
+  await a.release(c);
+});
+
+test('a waiter that gives up after the lock was handed to it gives it back to the next in line', T, async () => {
+  const lockId = `handoff-cancel:${randomBytes(6).toString('hex')}`;
+  const a = await backend();
+  const b = await backend();
+  const c = await backend();
+  const held = await grantOf(a, request(lockId));
+  const reqB = request(lockId);
+  const ticketB = await ticketOf(b, reqB);
+  const reqC = request(lockId);
+  const ticketC = await ticketOf(c, reqC);
+  assert.equal(await a.release(held), true);
+  // The lock went to b on the server; b abandons its acquisition.
+  assert.equal((await a.inspect(lockId)).holders[0]?.ownerId, reqB.ownerId);
+  await b.cancel(reqB, ticketB);
+  // ...and it passed on to c, the next fair waiter.
+  const state = await a.inspect(lockId);
+  assert.equal(state.holders.length, 1);
+  assert.equal(state.holders[0]?.ownerId, reqC.ownerId);
+  const got = await grantOf(c, { ...reqC, ticket: ticketC });
+  assert.equal(await c.release(got), true);
+  assert.equal((await a.inspect(lockId)).holders.length, 0);
+});
+
+test('a release lets a waiter listed in its inbox directory go first: it holds before the release resolves', T, async () => {
+  // b's messages come 3 ms later than a's replies (as from a busier connection): a release
+  // that only yielded a turn would resolve first.
+  const port = Number(new URL(server.url).port);
+  const proxy = await startFaultProxy({ targetPort: port, mode: 'latency', latencyMs: 3 });
+  // Two backends of one process that share an inbox directory (each has its own by default).
+  const inboxes = new InboxDirectory();
+  const connect = async (url: string): Promise<Backend> => {
+    const client = new Redis(url, { lazyConnect: true });
+    await client.connect();
+    return new RedisBackend(client, { inboxes, ownsClient: true });
+  };
+  const a = createLocker(await connect(server.url), { ttlMs: 10_000 });
+  const b = createLocker(await connect(`redis://${proxy.address}`), { ttlMs: 10_000 });
+  try {
+    const lockId = `same-process:${randomBytes(6).toString('hex')}`;
+    const rounds = 40;
+    let first = 0;
+    for (let i = 0; i < rounds; i++) {
+      const held = await a.lock(lockId, { fair: true });
+      let got = false;
+      const waiting = b.lock(lockId, { fair: true }).then((l) => ((got = true), l));
+      await eventually('b queued', async () => (await a.inspect(lockId)).waiters === 1, 10_000, 2);
+      await held.release();
+      // In a hot loop the releaser's next step is often its own next acquire: the hand-off
+      // must not wait behind it.
+      if (got) first += 1;
+      await (await waiting).release();
     }
-    const skippedMs = performance.now() - t0;
-    assert.ok(skippedMs < CLAIM_MS + 1_000, `the unclaimed hand-off blocked the next waiter ${skippedMs.toFixed(0)} ms`);
-  });
+    // Not all: under a loaded machine a message may come later than the release waits for it.
+    assert.ok(first >= rounds - 4, `the waiter held before the release resolved in ${first} of ${rounds} rounds`);
+  } finally {
+    await a.close();
+    await b.close();
+    await proxy.close();
+  }
+});
 
-  test('an attempt that races the hand-off message claims the hold, not a re-entry', T, async () => {
-    const lockId = `handoff-race:${randomBytes(6).toString('hex')}`;
-    const a = await backend();
-    const b = await backend();
-    const held = await grantOf(a, request(lockId));
-    const reqB = request(lockId);
-    const ticket = await ticketOf(b, reqB);
-    // No waitForChange: b's inbox is not even subscribed, so only its own attempt can tell it.
-    assert.equal(await a.release(held), true);
-    const got = await grantOf(b, { ...reqB, ticket });
-    assert.equal(got.reentered, false);
-    assert.equal((await a.inspect(lockId)).holders[0]?.count, 1);
-    assert.equal(await b.release(got), true);
-    const c = await grantOf(a, request(lockId, { wait: false }));
-    assert.ok(c.token > got.token);
-    await a.release(c);
-  });
-
-  test('a waiter that gives up after the lock was handed to it gives it back to the next in line', T, async () => {
-    const lockId = `handoff-cancel:${randomBytes(6).toString('hex')}`;
-    const a = await backend();
-    const b = await backend();
-    const c = await backend();
-    const held = await grantOf(a, request(lockId));
-    const reqB = request(lockId);
-    const ticketB = await ticketOf(b, reqB);
-    const reqC = request(lockId);
-    const ticketC = await ticketOf(c, reqC);
-    assert.equal(await a.release(held), true);
-    // The lock went to b on the server; b abandons its acquisition.
-    assert.equal((await a.inspect(lockId)).holders[0]?.ownerId, reqB.ownerId);
-    await b.cancel(reqB, ticketB);
-    // ...and it passed on to c, the next fair waiter.
-    const state = await a.inspect(lockId);
-    assert.equal(state.holders.length, 1);
-    assert.equal(state.holders[0]?.ownerId, reqC.ownerId);
-    const got = await grantOf(c, { ...reqC, ticket: ticketC });
-    assert.equal(await c.release(got), true);
-    assert.equal((await a.inspect(lockId)).holders.length, 0);
-  });
-
-  test('a release lets a waiter listed in its inbox directory go first: it holds before the release resolves', T, async () => {
-    // b's messages come 3 ms later than a's replies (as from a busier connection): a release
-    // that only yielded a turn would resolve first.
-    const port = Number(new URL(server.url).port);
-    const proxy = await startFaultProxy({ targetPort: port, mode: 'latency', latencyMs: 3 });
-    // Two backends of one process that share an inbox directory (each has its own by default).
-    const inboxes = new InboxDirectory();
-    const connect = async (url: string): Promise<Backend> => {
-      const client = new Redis(url, { lazyConnect: true });
-      await client.connect();
-      return new RedisBackend(client, { inboxes, ownsClient: true });
-    };
-    const a = createLocker(await connect(server.url), { ttlMs: 10_000 });
-    const b = createLocker(await connect(`redis://${proxy.address}`), { ttlMs: 10_000 });
-    try {
-      const lockId = `same-process:${randomBytes(6).toString('hex')}`;
-      const rounds = 40;
-      let first = 0;
-      for (let i = 0; i < rounds; i++) {
-        const held = await a.lock(lockId, { fair: true });
-        let got = false;
-        const waiting = b.lock(lockId, { fair: true }).then((l) => ((got = true), l));
-        await eventually('b queued', async () => (await a.inspect(lockId)).waiters === 1, 10_000, 2);
-        await held.release();
-        // In a hot loop the releaser's next step is often its own next acquire: the hand-off
-        // must not wait behind it.
-        if (got) first += 1;
-        await (await waiting).release();
-      }
-      // Not all: under a loaded machine a message may come later than the release waits for it.
-      assert.ok(first >= rounds - 4, `the waiter held before the release resolved in ${first} of ${rounds} rounds`);
-    } finally {
-      await a.close();
-      await b.close();
-      await proxy.close();
-    }
-  });
-
-  test('non-fair waiters are woken, not handed the lock', T, async () => {
-    const lockId = `no-handoff:${randomBytes(6).toString('hex')}`;
-    const a = await backend();
-    const b = await backend();
-    const held = await grantOf(a, request(lockId, { fair: false }));
-    const reqB = request(lockId, { fair: false });
-    await ticketOf(b, reqB);
-    assert.equal(await a.release(held), true);
-    assert.equal((await a.inspect(lockId)).holders.length, 0);
-    // A newcomer may take it first (no fairness promised).
-    const newcomer = await grantOf(a, request(lockId, { fair: false, wait: false }));
-    await a.release(newcomer);
-  });
+test('non-fair waiters are woken, not handed the lock', T, async () => {
+  const lockId = `no-handoff:${randomBytes(6).toString('hex')}`;
+  const a = await backend();
+  const b = await backend();
+  const held = await grantOf(a, request(lockId, { fair: false }));
+  const reqB = request(lockId, { fair: false });
+  await ticketOf(b, reqB);
+  assert.equal(await a.release(held), true);
+  assert.equal((await a.inspect(lockId)).holders.length, 0);
+  // A newcomer may take it first (no fairness promised).
+  const newcomer = await grantOf(a, request(lockId, { fair: false, wait: false }));
+  await a.release(newcomer);
 });
