@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { findOffences, formatOffences, offencesIn, slug, type Offence } from '../../scripts/citations.js';
+import { findOffences, formatOffences, offencesIn, slug } from '../../scripts/citations.js';
 
 /** The problems found in a made-up TypeScript file. */
 const problems = (text: string): string[] => offencesIn('x.ts', text).map((o) => `${o.line}: ${o.problem}`);
@@ -62,25 +62,8 @@ test('a comment or a test title that cites an issue, an item, a listing, the see
   );
 });
 
-/**
- * Files whose owners fix their citations on their own branches (the core's wait loop and
- * facade, the Redis and Redlock backends): what remains there is reported as a TODO until
- * they land, instead of being rewritten here and conflicting with their work.
- */
-const OWNED_ELSEWHERE = [/^src\/(acquire|locker|lock|lease|holds)\.ts$/, /^src\/backends\/redis\//, /^src\/backends\/redlock\//];
-const elsewhere = (o: Offence): boolean => OWNED_ELSEWHERE.some((re) => re.test(o.file));
 const offences = findOffences();
 
 test('no comment in the repository cites a missing docs section or what a reader cannot open', () => {
-  const here = offences.filter((o) => !elsewhere(o));
-  assert.equal(here.length, 0, `state the rule itself or cite a docs/ section that exists:\n${formatOffences(here)}`);
+  assert.equal(offences.length, 0, `state the rule itself or cite a docs/ section that exists:\n${formatOffences(offences)}`);
 });
-
-const pending = offences.filter(elsewhere);
-test(
-  'the same, in files whose owners fix them on their branches',
-  pending.length > 0 ? { todo: `${pending.length} left, fixed by their owners:\n${formatOffences(pending)}` } : {},
-  () => {
-    assert.equal(pending.length, 0, formatOffences(pending));
-  },
-);

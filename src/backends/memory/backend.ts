@@ -232,8 +232,3 @@ function stretch(h: Holder, expiresAt: number): void {
 function find(e: Entry, grant: Grant<undefined>): Holder | undefined {
   return e.holders.find((h) => h.ownerId === grant.ownerId && h.token === grant.token && h.kind === grant.kind);
 }
-
-/** Forget every named memory table (tests use it to start from a clean slate). */
-export function resetMemoryTables(): void {
-  stores.clear();
-}
