@@ -19,6 +19,7 @@ export { CassandraBackend, type CassandraBackendOptions } from './backend.js';
 export { parseCassandraUrl, type CassandraSettings, type CassandraAlgorithm, type CassandraConsistency } from './config.js';
 export { TimeService, systemMicroClock, type MicroClock } from './time-service.js';
 export { cellTtlSeconds, queueEntry } from './tables.js';
+export { cassandraDdl } from './schema.js';
 export type { StatementCounts } from './session.js';
 export type { CassandraGrantData, CassandraTicket } from './types.js';
 export type { FairGrantData, FairTicket } from './fair.js';

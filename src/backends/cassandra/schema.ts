@@ -18,7 +18,8 @@ const TABLE_OPTIONS = "WITH speculative_retry = '20ms' AND additional_write_poli
 /** Per (cluster, keyspace) schema creation, so that the lockers of one process do it once. */
 const done = new Map<string, Promise<void>>();
 
-function statements(s: CassandraSettings): string[] {
+/** The CQL that creates the keyspace and tables of `s` (what `?create=true` and `locksmith migrate` run). */
+export function cassandraDdl(s: CassandraSettings): string[] {
   const ks = s.keyspace;
   return [
     `CREATE KEYSPACE IF NOT EXISTS ${ks} WITH replication = {'class': 'SimpleStrategy', 'replication_factor': ${s.replication}}`,
@@ -35,7 +36,7 @@ function statements(s: CassandraSettings): string[] {
 }
 
 async function run(session: Session, s: CassandraSettings): Promise<void> {
-  for (const q of statements(s)) await session.exec('schema', q, []);
+  for (const q of cassandraDdl(s)) await session.exec('schema', q, []);
   // A main row made by an earlier version has no fence column yet.
   await session.exec('schema', `ALTER TABLE ${s.keyspace}.lock_main ADD fence bigint`, []).catch((err: unknown) => {
     if (!/conflicts with an existing column|already exists/i.test(String(err instanceof Error ? err.message : err))) throw err;
