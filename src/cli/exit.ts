@@ -38,7 +38,10 @@ export const ERROR_EXITS: Readonly<Record<ErrorCode, { readonly status: number; 
     status: EXIT.UNAVAILABLE,
     why: 'no majority of the Redlock nodes answered usably (down, partitioned, erroring): the service is unavailable and a later try may succeed',
   },
-  UNSUPPORTED: { status: EXIT.CONFIG, why: 'the backend lacks the feature asked for (e.g. --fair, -s, --permits): choose another backend or option' },
+  UNSUPPORTED: {
+    status: EXIT.CONFIG,
+    why: 'the backend lacks the feature asked for (e.g. --fair, -s, --permits): choose another backend or option',
+  },
   DRIVER_MISSING: { status: EXIT.CONFIG, why: "the backend's driver package is not installed (the message says what to npm i)" },
   LOCKER_CLOSED: { status: EXIT.SOFTWARE, why: 'the CLI closed its locker while using it: a bug' },
   STALE_TOKEN: { status: EXIT.SOFTWARE, why: 'the CLI fences nothing itself: a bug' },
@@ -54,7 +57,8 @@ const URL_ARGUMENTS = new Set(['url', 'urlOrBackend', 'table', '--backend']);
  * and the SQL backends' MISSING_TABLE (the tables were never created: `locksmith migrate`).
  */
 const CONFIG_CODES = /^(WRONGPASS|NOAUTH|28P01|28000|ER_ACCESS_DENIED_ERROR|ER_DBACCESS_DENIED_ERROR|AUTH_FAILED|MISSING_TABLE)$/;
-const AUTH_TEXT = /WRONGPASS|NOAUTH|invalid password|password authentication failed|access denied for user|authentication failed|AuthenticationError/i;
+const AUTH_TEXT =
+  /WRONGPASS|NOAUTH|invalid password|password authentication failed|access denied for user|authentication failed|AuthenticationError/i;
 
 /** True when `err` (or anything it wraps: causes, aggregated errors, Redlock's node results) is a refusal of credentials or missing tables. */
 export function isConfigurationFailure(err: unknown, depth = 0): boolean {

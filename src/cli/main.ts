@@ -5,7 +5,7 @@
  */
 import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Command, CommanderError, Option } from 'commander';
+import { Command, CommanderError } from 'commander';
 import { createLocker, LocksmithError } from '../index.js';
 import { formatMatrix, runMatrix } from '../bench/index.js';
 import { chooseBackend, DEFAULT_BACKEND, shownUrl } from './backend.js';

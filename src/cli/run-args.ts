@@ -44,7 +44,7 @@ export function splitRunArgs(words: readonly string[], options: readonly Option[
   const known = arities(options);
   const head: string[] = [];
   let lockIdSeen = false;
-  for (let i = 0; i < words.length; ) {
+  for (let i = 0; i < words.length;) {
     const word = words[i] ?? '';
     // `run [options] -- lockId cmd…` works too: commander takes the first operand as the lock id.
     if (word === '--') return [...head, '--', ...words.slice(i + 1)];

@@ -53,7 +53,8 @@ function commandOf(words: readonly string[], flags: RunFlags): string[] {
 
 /** How long to wait: -n → 0 (one attempt), -w/--wait/--timeout, else forever. */
 function waitOf(flags: RunFlags): number | undefined {
-  if (flags.wait !== undefined && flags.timeout !== undefined) throw new InvalidArgumentError('--wait', 'give -w/--wait or --timeout, not both');
+  if (flags.wait !== undefined && flags.timeout !== undefined)
+    throw new InvalidArgumentError('--wait', 'give -w/--wait or --timeout, not both');
   if (flags.nonblock) return 0;
   const text = flags.wait ?? flags.timeout;
   return text === undefined ? undefined : parseDuration(text, '--wait', true);
