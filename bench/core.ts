@@ -35,6 +35,7 @@ for (let round = 1; round <= 3; round++) {
       permits: 1,
       ownerId: `o${i}`,
       freshOwner: true,
+      identity: '',
       ticket: undefined,
       signal: never.signal,
       ttlMs: 10_000,

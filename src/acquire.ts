@@ -1,15 +1,20 @@
 /**
  * The one wait loop every backend shares (Curator's LockInternals, written once): attempt,
  * wait for a change, attempt again, until a grant, a timeout, an abort or `close()`.
- * See docs/architecture.md for the seam it drives.
+ *
+ * Data flows one way (docs/architecture.md, "One way down"): the locker hands down its
+ * {@link AcquireHost} (the backend, close) and its {@link Registry} (leases, re-entry,
+ * events); the loop registers the lease it obtained there and returns it. It never calls
+ * back into the locker, which builds the `Lock` handle from what is returned.
  */
 import type { AcquireRequest, AsyncLossReason, Backend, Grant, LockKind } from './backend.js';
-import { LockTimeoutError, type LossReason } from './errors.js';
-import type { Holds } from './holds.js';
-import { Lease, now } from './lease.js';
-import { Lock } from './lock.js';
+import { LockTimeoutError, UnsupportedError, type LossReason } from './errors.js';
+import { lockEvent } from './events.js';
+import { now, type Lease } from './lease.js';
 import type { CallSettings } from './options.js';
-import { raceAbort, unavailable, withDeadline } from './backends/kit.js';
+import type { Registry } from './registry.js';
+import { unavailable } from './util/cause.js';
+import { raceAbort, withDeadline } from './util/time.js';
 
 /** Marks an attempt aborted by its own timeout (as opposed to the user's signal or close). */
 const TIMEOUT = Symbol('locksmith.timeout');
@@ -37,25 +42,25 @@ export function tryMode(s: CallSettings): AcquireMode {
   return t === 0 ? { wait: false, timeoutMs: 0, onTimeout: 'null' } : { wait: true, timeoutMs: t, onTimeout: 'null' };
 }
 
-/** What the loop needs from its locker. */
+/** What the loop needs from its locker (implemented by host.ts). */
 export interface AcquireHost {
-  readonly holds: Holds;
   /** The backend, connected (at once when it is); gives up (rejects with the reason) when `signal` aborts. */
   backend(signal: AbortSignal): Backend | Promise<Backend>;
-  /** Refuse options the backend cannot honour. */
-  checkCapabilities(backend: Backend, kind: LockKind, s: CallSettings): void;
   /** Aborted by close() (with the reason a tracked controller gets): the signal of a call that needs none of its own. */
   readonly closeSignal: AbortSignal;
   /** Abort `controller` on close(); returns the function that stops doing so. */
   track(controller: AbortController): () => void;
-  /** A new lease on `grant`, with the locker's hooks (not started). */
-  lease(backend: Backend, grant: Grant, sentAt: number, s: CallSettings): Lease;
-  /** Register a started lease (for close and explicit-owner re-entry). */
-  adopt(lease: Lease, owner: string | undefined): void;
-  /** The handle of a hold (`done` runs after its release). */
-  handle(lease: Lease, reentered: boolean, done?: () => void): Lock;
-  waiting(lockId: string, ownerId: string, kind: LockKind): void;
-  acquired(lease: Lease, waitedMs: number, reentered: boolean): void;
+}
+
+/** What an acquisition obtained: a started, registered lease. */
+export interface Acquired {
+  readonly lease: Lease;
+  /** True when it re-entered a hold (of this locker, or on the backend by the same owner). */
+  readonly reentered: boolean;
+  /** From the call to the grant. */
+  readonly waitedMs: number;
+  /** Passes the re-entry turn on once the handle is released (a re-entry of the enclosing withLock). */
+  readonly endTurn: (() => void) | undefined;
 }
 
 /** One acquisition: what is asked and how to wait. */
@@ -66,6 +71,8 @@ export interface AcquireSpec {
   readonly settings: CallSettings;
   readonly mode: AcquireMode;
   readonly ownerId: string;
+  /** The locker's encoded identity (observe/identity.ts), stored with the hold or queue entry. */
+  readonly identity: string;
 }
 
 /**
@@ -74,6 +81,11 @@ export interface AcquireSpec {
  * signal; a controller of its own (tracked by close(), fed by the user's signal and the
  * timeout) is made only when needed. An AbortController per call was most of the core's own
  * cost of an uncontended cycle (docs/benchmarks.md, "The core's own cost").
+ *
+ * A wait bound of W ms means "at least one attempt, then wait at most W": the bound covers
+ * connecting and waiting, but one that falls due during the first attempt only takes effect
+ * once that attempt has answered, so a free lock is obtained however short the bound (and
+ * no grant is made only to be handed back, which would burn a fencing token).
  */
 class AttemptSignal {
   readonly #host: AcquireHost;
@@ -82,6 +94,10 @@ class AttemptSignal {
   #timer: NodeJS.Timeout | undefined;
   #unlisten: (() => void) | undefined;
   #untrack: (() => void) | undefined;
+  /** `before` the first attempt, `during` it (a due timeout waits), `after` it. */
+  #first: 'before' | 'during' | 'after' = 'before';
+  /** The timeout fell due during the first attempt. */
+  #due = false;
 
   constructor(host: AcquireHost, spec: AcquireSpec) {
     this.#host = host;
@@ -103,8 +119,25 @@ class AttemptSignal {
     this.#unlisten = forwardAbort(this.#spec.settings.signal, controller);
     const t = this.#spec.mode.timeoutMs;
     // Ref'd on purpose: a caller awaiting a lock keeps the process alive; cleared when the wait ends.
-    if (t !== undefined && this.#spec.mode.wait) this.#timer = setTimeout(() => controller.abort(TIMEOUT), t);
+    if (t !== undefined && this.#spec.mode.wait) this.#timer = setTimeout(() => this.#timeout(), t);
     return controller.signal;
+  }
+
+  #timeout(): void {
+    if (this.#first === 'during') this.#due = true;
+    else this.#controller?.abort(TIMEOUT);
+  }
+
+  /** An attempt is about to be sent: the first one is not cut short by the timeout. */
+  attempting(): void {
+    if (this.#first === 'before') this.#first = 'during';
+  }
+
+  /** The first attempt did not end the acquisition: a timeout that fell due during it ends it now. */
+  attempted(): void {
+    if (this.#first !== 'during') return;
+    this.#first = 'after';
+    if (this.#due) this.#controller?.abort(TIMEOUT);
   }
 
   dispose(): void {
@@ -114,22 +147,25 @@ class AttemptSignal {
   }
 }
 
-/** Run one acquisition to its end: a held lock, `null` (tryLock), or an error. */
-export async function acquire(host: AcquireHost, spec: AcquireSpec): Promise<Lock | null> {
+/**
+ * Run one acquisition to its end: what it obtained (the lease registered in `registry`),
+ * `null` (tryLock), or an error.
+ */
+export async function acquire(host: AcquireHost, registry: Registry, spec: AcquireSpec): Promise<Acquired | null> {
   const attempt = new AttemptSignal(host, spec);
   try {
-    const found = host.holds.reenter(spec.lockId, spec.kind, spec.settings.owner, spec.settings.reentrant, attempt.signal);
+    const s = spec.settings;
+    const found = registry.reentry.find(spec.lockId, spec.kind, s.owner, s.reentrant, attempt.signal);
     const again = found instanceof Promise ? await found : found;
     if (again.kind === 'reenter') {
       again.lease.retain();
-      host.acquired(again.lease, 0, true);
-      return host.handle(again.lease, true, again.done);
+      return { lease: again.lease, reentered: true, waitedMs: 0, endTurn: again.endTurn };
     }
     const connecting = host.backend(attempt.signal);
     const backend = connecting instanceof Promise ? await connecting : connecting;
-    host.checkCapabilities(backend, spec.kind, spec.settings);
+    checkCapabilities(backend, spec.kind, s);
     try {
-      return await new Loop(host, backend, spec, attempt).run();
+      return await new Loop(registry, backend, spec, attempt).run();
     } catch (err) {
       if (attempt.signal.aborted) throw err;
       throw unavailable(backend.name, `acquire of '${spec.lockId}'`, err);
@@ -145,9 +181,18 @@ export async function acquire(host: AcquireHost, spec: AcquireSpec): Promise<Loc
   }
 }
 
+/** Refuse options the backend cannot honour (`UnsupportedError`), before anything is sent. */
+function checkCapabilities(backend: Backend, kind: LockKind, s: CallSettings): void {
+  const c = backend.capabilities;
+  if ((kind === 'read' || kind === 'write') && !c.shared) throw new UnsupportedError(backend.name, 'read-write locks');
+  if (kind === 'semaphore' && !c.permits) throw new UnsupportedError(backend.name, 'semaphores');
+  if (s.fair && !c.fair) throw new UnsupportedError(backend.name, 'fair mode');
+  if (s.lockDelayMs > 0 && !c.lockDelay) throw new UnsupportedError(backend.name, 'lockDelayMs');
+}
+
 /** The attempt / wait loop against one connected backend. */
 class Loop {
-  readonly #host: AcquireHost;
+  readonly #registry: Registry;
   readonly #backend: Backend;
   readonly #spec: AcquireSpec;
   readonly #attempt: AttemptSignal;
@@ -158,8 +203,8 @@ class Loop {
   #lease: Lease | undefined;
   #earlyLoss: { reason: LossReason; cause: unknown } | undefined;
 
-  constructor(host: AcquireHost, backend: Backend, spec: AcquireSpec, attempt: AttemptSignal) {
-    this.#host = host;
+  constructor(registry: Registry, backend: Backend, spec: AcquireSpec, attempt: AttemptSignal) {
+    this.#registry = registry;
     this.#backend = backend;
     this.#spec = spec;
     this.#attempt = attempt;
@@ -170,12 +215,13 @@ class Loop {
   }
 
   #request(): AcquireRequest {
-    const { lockId, kind, permits, settings: s, mode, ownerId } = this.#spec;
+    const { lockId, kind, permits, settings: s, mode, ownerId, identity } = this.#spec;
     return {
       lockId,
       kind,
       permits,
       ownerId,
+      identity,
       freshOwner: s.owner === undefined,
       ttlMs: s.ttlMs,
       fair: s.fair,
@@ -192,26 +238,30 @@ class Loop {
     else this.#earlyLoss = { reason, cause };
   }
 
-  async run(): Promise<Lock | null> {
+  async run(): Promise<Acquired | null> {
     try {
       let announced = false;
       for (;;) {
         this.#signal.throwIfAborted();
         const sentAt = now();
         this.#uncertain = true;
+        this.#attempt.attempting();
         const result = await this.#backend.tryAcquire(this.#request());
         this.#uncertain = false;
         if (result.granted) {
           this.#ticket = undefined;
-          const lock = await this.#onGrant(result.grant, sentAt);
-          if (lock) return lock;
+          const got = await this.#onGrant(result.grant, sentAt);
+          if (got) return got;
         } else {
           this.#ticket = result.contended.ticket;
         }
+        this.#attempt.attempted();
+        this.#signal.throwIfAborted();
         if (!this.#spec.mode.wait) return this.#contended();
         if (!announced) {
           announced = true;
-          this.#host.waiting(this.#spec.lockId, this.#spec.ownerId, this.#spec.kind);
+          const events = this.#registry.events;
+          if (events.wants('waiting')) events.emit('waiting', lockEvent(this.#spec));
         }
         // A wait gets a signal of its own: waits must not pile listeners onto the shared close signal.
         const signal = this.#attempt.own();
@@ -229,25 +279,24 @@ class Loop {
     throw new LockTimeoutError(this.#spec.lockId, 0);
   }
 
-  /** Turn a grant into a held lock; undefined when it was too late to be of use (then retry). */
-  async #onGrant(grant: Grant, sentAt: number): Promise<Lock | undefined> {
+  /** Turn a grant into a started, registered lease; undefined when it was too late to be of use (then retry). */
+  async #onGrant(grant: Grant, sentAt: number): Promise<Acquired | undefined> {
     if (this.#signal.aborted) {
       // Granted after the caller gave up: hand it straight back.
       await this.#backend.release(grant).catch(() => undefined);
       throw this.#signal.reason;
     }
-    const lease = this.#host.lease(this.#backend, grant, sentAt, this.#spec.settings);
+    const lease = this.#registry.lease(this.#backend, grant, sentAt, this.#spec.settings);
     if (!lease.valid) {
       // The grant took longer than its own validity (Redlock's negative validity).
       await this.#backend.release(grant).catch(() => undefined);
       return undefined;
     }
     this.#lease = lease;
-    this.#host.adopt(lease, this.#spec.settings.owner);
+    this.#registry.adopt(lease, this.#spec.settings.owner);
     lease.start();
     if (this.#earlyLoss) lease.lose(this.#earlyLoss.reason, this.#earlyLoss.cause);
-    this.#host.acquired(lease, now() - this.#started, grant.reentered);
-    return this.#host.handle(lease, grant.reentered);
+    return { lease, reentered: grant.reentered, waitedMs: now() - this.#started, endTurn: undefined };
   }
 
   /**

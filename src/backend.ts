@@ -101,6 +101,13 @@ export interface AcquireRequest<Ticket = unknown> {
    * deleted node, a dropped connection that carried the lease). Safe to call more than once.
    */
   readonly onLost: (reason: AsyncLossReason, cause?: unknown) => void;
+  /**
+   * Who asks: the locker's {@link Identity} encoded once per locker as compact JSON of at
+   * most {@link MAX_IDENTITY_BYTES} UTF-8 bytes. A backend stores it verbatim beside the hold
+   * and the queue entry it writes anyway (no extra round trip) and hands it back, unparsed,
+   * in {@link HolderState.identity} / {@link WaiterState.identity}. docs/observability.md.
+   */
+  readonly identity: string;
 }
 
 /** A successful attempt. */
@@ -153,6 +160,24 @@ export interface HolderState {
   readonly expiresInMs?: number;
   /** Re-entry count (1 when not re-entered), when the backend keeps one. */
   readonly count?: number;
+  /** The holder's identity as stored ({@link AcquireRequest.identity}), when the backend has it. */
+  readonly identity?: string;
+  /** When the hold began, in ms since the epoch on the engine's clock, when known. */
+  readonly acquiredAt?: number;
+  /** When the lease ends, in ms since the epoch on the engine's clock, when known. */
+  readonly leaseEndsAt?: number;
+}
+
+/** One queued waiter as the backend sees it (engines that keep a queue). */
+export interface WaiterState {
+  readonly ownerId: string;
+  readonly kind: LockKind;
+  /** True when it waits in the fair (FIFO) queue. */
+  readonly fair: boolean;
+  /** The waiter's identity as stored ({@link AcquireRequest.identity}), when the backend has it. */
+  readonly identity?: string;
+  /** When it joined the queue, in ms since the epoch on the engine's clock, when known. */
+  readonly since?: number;
 }
 
 /** What `locksmith status` shows. */
@@ -163,6 +188,27 @@ export interface LockState {
   readonly waiters: number;
   /** The last fencing token issued for this lockId, when known. */
   readonly lastToken?: bigint;
+  /** The queued waiters in queue order, when the engine keeps a queue it can read. */
+  readonly queue?: readonly WaiterState[];
+}
+
+/** One page request of {@link Backend.list}. */
+export interface ListRequest {
+  /** Only lock ids that start with this (validated by the core; may be empty). */
+  readonly prefix: string;
+  /** At most this many locks in the page (1..1000, validated by the core). */
+  readonly limit: number;
+  /** The backend's own cursor from the previous page, or undefined for the first page. */
+  readonly cursor: string | undefined;
+  readonly signal: AbortSignal;
+}
+
+/** One page of {@link Backend.list}. */
+export interface ListPage {
+  /** Locks that have a holder or a waiter, in the backend's order (stable across pages). */
+  readonly locks: readonly LockState[];
+  /** Where the next page starts; undefined when this was the last page. */
+  readonly cursor: string | undefined;
 }
 
 /**
@@ -185,6 +231,19 @@ export interface Backend<Ticket = unknown, Data = unknown> {
   extend(grant: Grant<Data>, ttlMs: number): Promise<Extension>;
   release(grant: Grant<Data>): Promise<boolean>;
   inspect(lockId: string): Promise<LockState>;
+  /**
+   * One bounded page of the locks that exist (never one unbounded read: SCAN, keyset
+   * paging, ranges with a limit). Optional while engines gain it; the core answers
+   * `UnsupportedError` without it. A cursor the backend cannot read rejects with
+   * `InvalidArgumentError` (argument `cursor`). docs/observability.md.
+   */
+  list?(req: ListRequest): Promise<ListPage>;
+  /**
+   * Break the lock on purpose: end every hold of `lockId` as if its lease had run out and
+   * bump its fencing counter, so that a broken holder's token is refused by any fenced
+   * resource. Resolves how many holds were ended. Optional while engines gain it.
+   */
+  forceRelease?(lockId: string): Promise<number>;
   /** Close connections. Leases not released expire on the server by their ttl. */
   close(): Promise<void>;
 }
@@ -217,6 +276,9 @@ export interface ConnectOptions {
 
 /** What each `src/backends/<engine>/index.ts` exports as `createBackend`. */
 export type BackendFactory = (url: URL, options: ConnectOptions) => Backend | Promise<Backend>;
+
+/** Upper bound on {@link AcquireRequest.identity}'s UTF-8 length (a holder's host, pid, name and meta). */
+export const MAX_IDENTITY_BYTES = 1024;
 
 /** Upper bound on a lockId's UTF-8 length; every backend accepts at least this much. */
 export const MAX_LOCK_ID_BYTES = 1024;

@@ -1,40 +1,26 @@
 /**
- * Backend URL → backend. Each engine's module is imported lazily, so a user of one backend
- * never loads another's driver library.
+ * Backend URL → backend, through the engines' manifests (src/backends/manifests.ts). Each
+ * engine's module is imported lazily, so a user of one backend never loads another's driver
+ * library.
  */
 import type { Backend, BackendFactory, ConnectOptions } from './backend.js';
 import { BackendUnavailableError, DriverMissingError, InvalidArgumentError } from './errors.js';
-import { encodeHostList, redact, secretsOf, unavailable, withDeadline } from './backends/kit.js';
+import { unavailable } from './util/cause.js';
+import { encodeHostList } from './util/host-list.js';
+import { redact, secretsOf } from './util/redact.js';
+import { withDeadline } from './util/time.js';
+import type { EngineManifest } from './util/engine-manifest.js';
+import { ENGINES } from './backends/manifests.js';
 
-interface Engine {
-  /** The engine module (imports its driver). */
-  readonly load: () => Promise<{ createBackend: BackendFactory }>;
-  /** The npm package the module needs, for the message when it is missing. */
-  readonly driver?: string;
-}
-
-// One line per engine. The import is what keeps drivers out of users who do not need them.
-const engines: Readonly<Record<string, Engine>> = {
-  'memory:': { load: () => import('./backends/memory/index.js') },
-  'redis:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
-  'rediss:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
-  'redis-sentinel:': { load: () => import('./backends/redis/index.js'), driver: 'ioredis' },
-  'redlock:': { load: () => import('./backends/redlock/index.js'), driver: 'ioredis' },
-  'zookeeper:': { load: () => import('./backends/zookeeper/index.js'), driver: 'node-zookeeper-client' },
-  'cassandra:': { load: () => import('./backends/cassandra/index.js'), driver: 'cassandra-driver' },
-  'etcd:': { load: () => import('./backends/etcd/index.js'), driver: 'etcd3' },
-  'postgres:': { load: () => import('./backends/postgres/index.js'), driver: 'pg' },
-  'postgresql:': { load: () => import('./backends/postgres/index.js'), driver: 'pg' },
-  'mysql:': { load: () => import('./backends/mysql/index.js'), driver: 'mysql2' },
-  'mariadb:': { load: () => import('./backends/mysql/index.js'), driver: 'mysql2' },
-};
+/** Scheme (with its colon, as `URL.protocol` has it) → the engine that serves it. */
+const engines: ReadonlyMap<string, EngineManifest> = new Map(ENGINES.flatMap((e) => e.schemes.map((s) => [`${s}:`, e] as const)));
 
 /** How long the core's connect bound waits past `connectTimeoutMs` for the factory's own. */
 const CONNECT_BACKSTOP_MS = 250;
 
 /** The URL schemes locksmith understands (without the colon). */
 export function supportedSchemes(): string[] {
-  return Object.keys(engines).map((s) => s.slice(0, -1));
+  return [...engines.keys()].map((s) => s.slice(0, -1));
 }
 
 /**
@@ -51,7 +37,7 @@ export function parseBackendUrl(raw: string): URL {
   } catch (cause) {
     throw new InvalidArgumentError('url', `malformed backend URL '${redact(raw)}'`, { cause });
   }
-  if (!(url.protocol in engines)) {
+  if (!engines.has(url.protocol)) {
     throw new InvalidArgumentError(
       'url',
       `unknown backend scheme '${url.protocol.slice(0, -1)}' (supported: ${supportedSchemes().join(', ')})`,
@@ -67,7 +53,7 @@ export function parseBackendUrl(raw: string): URL {
  */
 export async function connect(url: URL, options: ConnectOptions = {}): Promise<Backend> {
   const scheme = url.protocol.slice(0, -1);
-  const engine = engines[url.protocol];
+  const engine = engines.get(url.protocol);
   if (!engine) throw new InvalidArgumentError('url', `unknown backend scheme '${scheme}'`);
   const ms = options.connectTimeoutMs;
   const work = (async () => (await loadEngine(scheme, engine)).createBackend(url, options))();
@@ -87,7 +73,7 @@ export async function connect(url: URL, options: ConnectOptions = {}): Promise<B
   }
 }
 
-async function loadEngine(scheme: string, engine: Engine): Promise<{ createBackend: BackendFactory }> {
+async function loadEngine(scheme: string, engine: EngineManifest): Promise<{ readonly createBackend: BackendFactory }> {
   try {
     return await engine.load();
   } catch (err) {

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { InvalidArgumentError } from './errors.js';
 import type { Lock } from './lock.js';
-import { sleep } from './backends/kit.js';
+import { sleep } from './util/time.js';
 import { validateDuration } from './options.js';
 
 /** The part of a Locker an election needs (kept structural to avoid an import cycle). */

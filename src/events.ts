@@ -30,18 +30,73 @@ export interface LockerEvents {
 export type LockerEventName = keyof LockerEvents;
 type Listener<E extends LockerEventName> = (event: LockerEvents[E]) => void;
 
-/** A minimal typed event emitter (no `error` event semantics, no throws into the emitter). */
-export class TypedEmitter {
+/** What a hold's event is about: a grant (or anything shaped like one). */
+interface HoldSubject extends LockEventBase {
+  readonly token: bigint;
+}
+
+/**
+ * The one place an event payload is made: the subject's `lockId`, `ownerId`, `kind` (and
+ * `token`, for a hold) and the event's own fields. Only those fields are copied, so a grant
+ * or a request can be passed as it is.
+ */
+export function lockEvent(who: LockEventBase): LockEventBase;
+export function lockEvent<X extends object>(who: HoldSubject, extra: X): HoldSubject & X;
+export function lockEvent(who: LockEventBase & { readonly token?: bigint }, extra?: object): LockEventBase {
+  const base = { lockId: who.lockId, ownerId: who.ownerId, kind: who.kind };
+  if (extra === undefined) return base;
+  const hold = { ...base, token: who.token, ...extra };
+  return hold;
+}
+
+/** @internal The listeners of one locker, and the one way to tell them (no `error` event semantics). */
+export class EventHub {
   readonly #listeners = new Map<LockerEventName, Set<(event: never) => void>>();
 
-  /** Subscribe to an event. */
-  on<E extends LockerEventName>(event: E, listener: Listener<E>): this {
+  on<E extends LockerEventName>(event: E, listener: Listener<E>): void {
     let set = this.#listeners.get(event);
     if (!set) {
       set = new Set();
       this.#listeners.set(event, set);
     }
     set.add(listener as (event: never) => void);
+  }
+
+  off<E extends LockerEventName>(event: E, listener: Listener<E>): void {
+    this.#listeners.get(event)?.delete(listener as (event: never) => void);
+  }
+
+  /** True when somebody listens to `event` (a payload nobody reads is not built). */
+  wants(event: LockerEventName): boolean {
+    return (this.#listeners.get(event)?.size ?? 0) > 0;
+  }
+
+  /** Call every listener of `event`; a listener that throws becomes a process warning. */
+  emit<E extends LockerEventName>(event: E, payload: LockerEvents[E]): void {
+    const set = this.#listeners.get(event);
+    if (!set) return;
+    for (const l of [...set]) {
+      try {
+        (l as Listener<E>)(payload);
+      } catch (err) {
+        process.emitWarning(`locksmith: a '${event}' listener threw: ${String(err)}`, { code: 'LOCKSMITH_LISTENER' });
+      }
+    }
+  }
+}
+
+/** A minimal typed event emitter over an {@link EventHub} (the hub is what the core emits on). */
+export class TypedEmitter {
+  readonly #hub: EventHub;
+
+  /** @internal */
+  constructor(hub: EventHub) {
+    this.#hub = hub;
+  }
+
+  /** Subscribe to an event. */
+  on<E extends LockerEventName>(event: E, listener: Listener<E>): this {
+    this.#hub.on(event, listener);
     return this;
   }
 
@@ -56,20 +111,7 @@ export class TypedEmitter {
 
   /** Unsubscribe. */
   off<E extends LockerEventName>(event: E, listener: Listener<E>): this {
-    this.#listeners.get(event)?.delete(listener as (event: never) => void);
+    this.#hub.off(event, listener);
     return this;
-  }
-
-  /** @internal */
-  protected emit<E extends LockerEventName>(event: E, payload: LockerEvents[E]): void {
-    const set = this.#listeners.get(event);
-    if (!set) return;
-    for (const l of [...set]) {
-      try {
-        (l as Listener<E>)(payload);
-      } catch (err) {
-        process.emitWarning(`locksmith: a '${event}' listener threw: ${String(err)}`, { code: 'LOCKSMITH_LISTENER' });
-      }
-    }
   }
 }

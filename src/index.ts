@@ -11,6 +11,7 @@
 export { createLocker, Locker, type ReadWriteLock, type Semaphore } from './locker.js';
 export { Election, type ElectionOptions, type LeaderInfo, type Leadership } from './election.js';
 export { Lock } from './lock.js';
+export { formatIdentity, MAX_META_BYTES, type Identity, type JsonValue } from './observe/identity.js';
 export { instrumentPrometheus, type PrometheusOptions } from './metrics.js';
 export { instrumentTracing, type TracerLike, type SpanLike } from './tracing.js';
 export { FencedResource, type FencedResourceOptions } from './fencing.js';

@@ -11,17 +11,20 @@
 import { performance } from 'node:perf_hooks';
 import type { Backend, Extension, Grant } from './backend.js';
 import { BackendUnavailableError, LockLostError, LockNotHeldError, LocksmithError, type LossReason } from './errors.js';
-import { lossGuardMs, validityDeadline } from './validity.js';
+import { lossGuardMs, validityDeadline } from './util/validity.js';
 
-export { lossGuardMs, validityDeadline } from './validity.js';
+export { lossGuardMs, validityDeadline } from './util/validity.js';
 
 /** Monotonic milliseconds (the clock `validUntil` is expressed in). */
 export const now = (): number => performance.now();
 
-/** What the lease tells its locker. Called synchronously; must not throw. */
+/** What the lease tells whoever keeps it (the locker's registry). Called synchronously; must not throw. */
 export interface LeaseHooks {
   onExtended(lease: Lease): void;
   onLost(lease: Lease, error: LockLostError): void;
+  /** The release of a lease that was held when it began reached the backend (`released`: its answer). */
+  onReleased(lease: Lease, released: boolean): void;
+  /** The lease stopped being held (lost or released): forget it. */
   onEnded(lease: Lease): void;
 }
 
@@ -87,7 +90,9 @@ export class Lease {
     return this.#settings.ttlMs;
   }
 
+  /** Aborted (with the `LockLostError`) once the lease is lost; read after a stall, it already is. */
   get signal(): AbortSignal {
+    this.#expireIfPast();
     this.#controller ??= new AbortController();
     return this.#controller.signal;
   }
@@ -95,11 +100,23 @@ export class Lease {
     return this.#validUntil;
   }
   get state(): LeaseState {
+    this.#expireIfPast();
     return this.#state;
   }
-  /** True while held and before the abort deadline. */
+  /** True while held and before the abort deadline (read from the monotonic clock, not from a timer). */
   get valid(): boolean {
-    return this.#state === 'held' && now() < this.#abortAt();
+    this.#expireIfPast();
+    return this.#state === 'held';
+  }
+
+  /**
+   * Declare the loss the moment the deadline is seen to have passed, by whichever looks
+   * first: the timer, or code that reads the lease. After a stall of the event loop (a GC
+   * pause, a hung VM, a long synchronous loop) the timer runs only after the code that woke
+   * up, which must not go on as the holder meanwhile.
+   */
+  #expireIfPast(): void {
+    if (this.#state === 'held' && now() >= this.#abortAt()) this.lose('expired');
   }
 
   /** A reentrant handle takes another reference. */
@@ -169,6 +186,10 @@ export class Lease {
   #serialised(op: () => Promise<Extension>, confirmationSentAt?: number): Promise<void> {
     const run = async (): Promise<void> => {
       const sentAt = confirmationSentAt ?? now();
+      // A renewal whose send time is already past validity would extend a lease that may be
+      // someone else's by now: it is not sent, the loss is declared instead.
+      if (confirmationSentAt === undefined) this.#expireIfPast();
+      if (this.#lossError) throw this.#lossError;
       try {
         const ext = await op();
         if (this.#state !== 'held') return;
@@ -203,6 +224,7 @@ export class Lease {
    * locker closed: the loss reason is then `closed`), `LockNotHeldError` after a release.
    */
   async extend(ttlMs: number): Promise<void> {
+    this.#expireIfPast();
     if (this.#lossError) throw this.#lossError;
     if (this.#state !== 'held') throw new LockNotHeldError(this.grant.lockId, `lock '${this.grant.lockId}' was released`);
     await this.#renew(ttlMs);
@@ -235,6 +257,8 @@ export class Lease {
    */
   release(): Promise<boolean> {
     if (this.#releasing) return this.#releasing;
+    // Released after a stall past its deadline: it was lost first (the `lost` event, not `released`).
+    this.#expireIfPast();
     const wasHeld = this.#state === 'held';
     this.#state = 'released';
     this.#clearTimers();
@@ -242,7 +266,10 @@ export class Lease {
     this.#releasing = (async () => {
       await this.#inflight?.catch(() => undefined);
       try {
-        return await this.#backend.release(this.grant);
+        const released = await this.#backend.release(this.grant);
+        // A lease lost (or closed) before its release was already reported as lost.
+        if (wasHeld) this.#hooks.onReleased(this, released);
+        return released;
       } catch (err) {
         throw err instanceof LocksmithError
           ? err

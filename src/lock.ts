@@ -32,18 +32,19 @@ export class Lock implements AsyncDisposable {
   /** True when this handle re-entered a hold (nested withLock, same explicit owner). */
   readonly reentered: boolean;
   readonly #lease: Lease;
-  readonly #onRelease: (lock: Lock) => Promise<void>;
+  /** Passes the re-entry turn on (a handle that re-entered the enclosing withLock's hold). */
+  readonly #endTurn: (() => void) | undefined;
   #released = false;
 
   /** @internal Created by the Locker only. */
-  constructor(lease: Lease, reentered: boolean, onRelease: (lock: Lock) => Promise<void>) {
+  constructor(lease: Lease, reentered: boolean, endTurn?: () => void) {
     this.#lease = lease;
     this.lockId = lease.grant.lockId;
     this.ownerId = lease.grant.ownerId;
     this.token = lease.grant.token;
     this.kind = lease.grant.kind;
     this.reentered = reentered;
-    this.#onRelease = onRelease;
+    this.#endTurn = endTurn;
   }
 
   /**
@@ -112,7 +113,12 @@ export class Lock implements AsyncDisposable {
   async release(): Promise<void> {
     if (this.#released) return;
     this.#released = true;
-    await this.#onRelease(this);
+    try {
+      // The last reference releases on the backend; the lease reports it (the `released` event).
+      await this.#lease.unref();
+    } finally {
+      this.#endTurn?.();
+    }
   }
 
   /** `await using` calls `release()`. */

@@ -1,17 +1,19 @@
 /**
  * The Locker: lock / tryLock / withLock / readWriteLock / semaphore / election over any
- * backend. The wait loop is in acquire.ts, re-entry in holds.ts, the lease in lease.ts.
+ * backend. The wait loop is in acquire.ts, what it needs of the locker in host.ts and
+ * registry.ts, re-entry in reentry.ts, the lease in lease.ts.
  */
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import { isAbandonable, type Backend, type Grant, type LockKind, type LockState } from './backend.js';
-import { connect, parseBackendUrl } from './connect.js';
-import { InvalidArgumentError, LockerClosedError, LockLostError, UnsupportedError } from './errors.js';
-import { TypedEmitter } from './events.js';
-import { Holds } from './holds.js';
-import { Lease, now } from './lease.js';
+import { isAbandonable, type Backend, type LockKind, type LockState } from './backend.js';
+import { parseBackendUrl } from './connect.js';
+import { InvalidArgumentError, LockerClosedError, LockLostError } from './errors.js';
+import { lockEvent, TypedEmitter } from './events.js';
+import { LockerHost } from './host.js';
 import { Lock } from './lock.js';
-import { acquire, tryMode, waitMode, type AcquireHost, type AcquireMode } from './acquire.js';
+import { Registry } from './registry.js';
+import { makeIdentity, type Identity } from './observe/identity.js';
+import { acquire, tryMode, waitMode, type Acquired, type AcquireMode } from './acquire.js';
 import { Election, type ElectionOptions } from './election.js';
 import {
   resolveCallSettings,
@@ -24,7 +26,7 @@ import {
   type TryLockOptions,
   type WithLockOptions,
 } from './options.js';
-import { unavailable, withDeadline } from './backends/kit.js';
+import { unavailable } from './util/cause.js';
 
 /** @internal The hook `abandon()` in `testing.ts` uses to simulate a crash. */
 export const kAbandon = Symbol('locksmith.abandon');
@@ -73,29 +75,28 @@ export interface Semaphore {
 export class Locker extends TypedEmitter {
   /** The resolved options (defaults filled in). */
   readonly options: LockerOptions;
-  readonly #source: URL | Backend;
-  #backend: Promise<Backend> | undefined;
-  /** The backend once connected (the hot path skips the promise). */
-  #ready: Backend | undefined;
-  #closed = false;
+  /** Who this locker is (host, pid, name, meta): written with every hold and queue entry. */
+  readonly identity: Identity;
+  readonly #identity: string;
+  /** The backend and close(), handed down to the wait loop. */
+  readonly #host: LockerHost;
+  /** Leases, re-entry and events, handed down to the wait loop. */
+  readonly #registry: Registry;
   #closing: Promise<void> | undefined;
-  /** Aborted on close: a backend factory still connecting stops. */
-  readonly #closeController = new AbortController();
-  /** Every waiting call's controller: close() aborts each (no listener per call on one signal). */
-  readonly #waits = new Set<AbortController>();
   readonly #pending = new Set<Promise<unknown>>();
-  readonly #leases = new Set<Lease>();
-  readonly #holds = new Holds(++lockerSeq);
-  readonly #host: AcquireHost;
 
   /** @internal Use {@link createLocker}. */
   constructor(source: URL | Backend, options: LockerOptions) {
-    super();
-    this.#source = source;
+    const registry = new Registry(++lockerSeq, options.driftFactor);
+    super(registry.events);
+    this.#registry = registry;
+    this.#host = new LockerHost(source, options.connectTimeoutMs);
     this.options = options;
-    this.#host = this.#makeHost();
+    const who = makeIdentity(options.name, options.meta);
+    this.identity = who.identity;
+    this.#identity = who.encoded;
     // Every uncontended attempt in flight borrows this signal (acquire.ts): many at once is normal.
-    setMaxListeners(0, this.#closeController.signal);
+    setMaxListeners(0, this.#host.closeSignal);
   }
 
   /** Wait until the lock is held (mutex). Rejects `LockTimeoutError` after `timeoutMs`. */
@@ -120,7 +121,7 @@ export class Locker extends TypedEmitter {
     const lock = await this.lock(lockId, options);
     let outcome: { ok: true; value: T } | { ok: false; error: unknown };
     try {
-      outcome = { ok: true, value: await this.#holds.run(lock.lease, () => fn(lock)) };
+      outcome = { ok: true, value: await this.#registry.reentry.run(lock.lease, () => fn(lock)) };
     } catch (error) {
       outcome = { ok: false, error };
     }
@@ -170,7 +171,7 @@ export class Locker extends TypedEmitter {
   async inspect(lockId: string): Promise<LockState> {
     const id = validateLockId(lockId);
     this.#assertOpen();
-    const backend = await this.#getBackend();
+    const backend = await this.#host.connect();
     try {
       return await backend.inspect(id);
     } catch (err) {
@@ -181,12 +182,12 @@ export class Locker extends TypedEmitter {
   /** The backend's name and capabilities (connects if needed). */
   async backend(): Promise<Backend> {
     this.#assertOpen();
-    return this.#getBackend();
+    return this.#host.connect();
   }
 
   /** True after `close()` was called. */
   get closed(): boolean {
-    return this.#closed;
+    return this.#host.closed;
   }
 
   /**
@@ -195,13 +196,13 @@ export class Locker extends TypedEmitter {
    */
   close(): Promise<void> {
     if (this.#closing) return this.#closing;
-    this.#stopEverything();
+    this.#host.stop();
     this.#closing = (async () => {
       await Promise.allSettled([...this.#pending]);
-      const leases = [...this.#leases];
+      const leases = this.#registry.held();
       for (const lease of leases) lease.lose('closed');
       await Promise.allSettled(leases.map((l) => l.release()));
-      const backend = await this.#connectedBackend();
+      const backend = await this.#host.connected();
       await backend?.close().catch(() => undefined);
     })();
     return this.#closing;
@@ -214,51 +215,17 @@ export class Locker extends TypedEmitter {
 
   /** @internal Simulate a crash: no more renewals, no releases, connections dropped. */
   async [kAbandon](): Promise<void> {
-    this.#stopEverything();
+    this.#host.stop();
     await Promise.allSettled([...this.#pending]);
-    for (const lease of this.#leases) lease.abandon();
-    this.#leases.clear();
-    this.#holds.clear();
-    const backend = await this.#connectedBackend();
+    for (const lease of this.#registry.held()) lease.abandon();
+    this.#registry.clear();
+    const backend = await this.#host.connected();
     if (!backend) return;
     await (isAbandonable(backend) ? backend.abandon() : backend.close()).catch(() => undefined);
   }
 
-  #stopEverything(): void {
-    this.#closed = true;
-    const closed = new LockerClosedError();
-    this.#closeController.abort(closed);
-    for (const c of [...this.#waits]) c.abort(closed);
-  }
-
-  async #connectedBackend(): Promise<Backend | undefined> {
-    return this.#backend ? this.#backend.catch(() => undefined) : undefined;
-  }
-
   #assertOpen(): void {
-    if (this.#closed) throw new LockerClosedError();
-  }
-
-  /** The backend; the first call connects (bounded by `connectTimeoutMs` and close()). */
-  #getBackend(): Promise<Backend> {
-    if (!this.#backend) {
-      const source = this.#source;
-      const p =
-        source instanceof URL
-          ? connect(source, { connectTimeoutMs: this.options.connectTimeoutMs, signal: this.#closeController.signal })
-          : Promise.resolve(source);
-      this.#backend = p;
-      p.then(
-        (b) => {
-          if (this.#backend === p) this.#ready = b;
-        },
-        () => {
-          // A failed connection is retried by the next call instead of being cached forever.
-          if (this.#backend === p) this.#backend = undefined;
-        },
-      );
-    }
-    return this.#backend;
+    if (this.#host.closed) throw new LockerClosedError();
   }
 
   #acquire(
@@ -274,7 +241,9 @@ export class Locker extends TypedEmitter {
       const settings = resolveCallSettings(this.options, options);
       settings.signal?.throwIfAborted();
       const ownerId = settings.owner ?? randomOwnerId();
-      return acquire(this.#host, { lockId: id, kind, permits, settings, mode: mode(settings), ownerId });
+      const spec = { lockId: id, kind, permits, settings, mode: mode(settings), ownerId, identity: this.#identity };
+      const got = await acquire(this.#host, this.#registry, spec);
+      return got === null ? null : this.#handle(got);
     })();
     this.#pending.add(p);
     const forget = (): void => {
@@ -284,81 +253,14 @@ export class Locker extends TypedEmitter {
     return p;
   }
 
-  #makeHost(): AcquireHost {
-    return {
-      holds: this.#holds,
-      closeSignal: this.#closeController.signal,
-      backend: (signal) => this.#ready ?? withDeadline(this.#getBackend(), { signal }),
-      checkCapabilities: checkCapabilities,
-      track: (c) => {
-        this.#waits.add(c);
-        if (this.#closed) c.abort(new LockerClosedError());
-        return () => this.#waits.delete(c);
-      },
-      lease: (backend, grant, sentAt, s) => this.#newLease(backend, grant, sentAt, s),
-      adopt: (lease, owner) => {
-        this.#leases.add(lease);
-        this.#holds.rememberOwner(lease, owner);
-      },
-      handle: (lease, reentered, done) =>
-        new Lock(lease, reentered, async (l) => {
-          try {
-            await this.#releaseHandle(l);
-          } finally {
-            done?.();
-          }
-        }),
-      waiting: (lockId, ownerId, kind) => this.emit('waiting', { lockId, ownerId, kind }),
-      acquired: (lease, waitedMs, reentered) => {
-        const g = lease.grant;
-        this.emit('acquired', { lockId: g.lockId, ownerId: g.ownerId, kind: g.kind, token: g.token, waitedMs, reentered });
-      },
-    };
+  /** The handle of what an acquisition obtained; tells the `acquired` listeners. */
+  #handle(got: Acquired): Lock {
+    const events = this.#registry.events;
+    if (events.wants('acquired')) {
+      events.emit('acquired', lockEvent(got.lease.grant, { waitedMs: got.waitedMs, reentered: got.reentered }));
+    }
+    return new Lock(got.lease, got.reentered, got.endTurn);
   }
-
-  #newLease(backend: Backend, grant: Grant, sentAt: number, s: CallSettings): Lease {
-    const settings = { ttlMs: s.ttlMs, autoExtend: s.autoExtend, driftFactor: this.options.driftFactor };
-    return new Lease(backend, grant, sentAt, settings, {
-      onExtended: (lease) => {
-        const g = lease.grant;
-        this.emit('extended', { lockId: g.lockId, ownerId: g.ownerId, kind: g.kind, token: g.token, validUntil: lease.validUntil });
-      },
-      onLost: (lease, error) => {
-        const g = lease.grant;
-        this.emit('lost', { lockId: g.lockId, ownerId: g.ownerId, kind: g.kind, token: g.token, error });
-      },
-      onEnded: (lease) => {
-        this.#leases.delete(lease);
-        this.#holds.forget(lease);
-      },
-    });
-  }
-
-  async #releaseHandle(lock: Lock): Promise<void> {
-    const lease = lock.lease;
-    const wasHeld = lease.state === 'held';
-    await lease.unref();
-    // Still referenced by an outer handle, or lost before: no release event.
-    if (!wasHeld || (lease.state as string) !== 'released') return;
-    const released = await lease.release();
-    const g = lease.grant;
-    this.emit('released', {
-      lockId: g.lockId,
-      ownerId: g.ownerId,
-      kind: g.kind,
-      token: g.token,
-      heldMs: now() - lease.acquiredAt,
-      released,
-    });
-  }
-}
-
-function checkCapabilities(backend: Backend, kind: LockKind, s: CallSettings): void {
-  const c = backend.capabilities;
-  if ((kind === 'read' || kind === 'write') && !c.shared) throw new UnsupportedError(backend.name, 'read-write locks');
-  if (kind === 'semaphore' && !c.permits) throw new UnsupportedError(backend.name, 'semaphores');
-  if (s.fair && !c.fair) throw new UnsupportedError(backend.name, 'fair mode');
-  if (s.lockDelayMs > 0 && !c.lockDelay) throw new UnsupportedError(backend.name, 'lockDelayMs');
 }
 
 /** Keep the callback's error; hang the release failure on it where it can carry one. */
@@ -373,16 +275,35 @@ function attachReleaseError(error: unknown, releaseError: unknown): void {
  *
  * @param urlOrBackend a backend URL (`memory://`, `redis://host:port`, `zookeeper://h1,h2/chroot`,
  *   `cassandra://h1,h2/keyspace`, …) or a {@link Backend} instance (the locker takes ownership
- *   and closes it). Defaults to `$LOCKSMITH_BACKEND`, else `memory://` (in-process only).
+ *   and closes it). Defaults to `$LOCKSMITH_BACKEND`, else `memory://` (in-process only; a
+ *   warning, once per process, says so).
  * @param options lease defaults, see {@link LockerOptions}.
  * @throws InvalidArgumentError for a malformed URL, an unknown scheme or bad options.
  */
 export function createLocker(urlOrBackend?: string | Backend, options?: Partial<LockerOptions>): Locker {
   const resolved = resolveLockerOptions(options);
-  if (urlOrBackend === undefined) urlOrBackend = process.env.LOCKSMITH_BACKEND || 'memory://';
+  if (urlOrBackend === undefined) urlOrBackend = process.env.LOCKSMITH_BACKEND || memoryByDefault();
   if (typeof urlOrBackend === 'string') return new Locker(parseBackendUrl(urlOrBackend), resolved);
   if (typeof urlOrBackend === 'object' && urlOrBackend !== null && typeof urlOrBackend.tryAcquire === 'function') {
     return new Locker(urlOrBackend, resolved);
   }
   throw new InvalidArgumentError('urlOrBackend', 'createLocker needs a backend URL string or a Backend');
+}
+
+let warnedMemoryDefault = false;
+
+/**
+ * `memory://` when no backend is named: fine for tests, but it coordinates nothing between
+ * processes, so say so once per process (docs/backends/file.md names the embedded choice).
+ */
+function memoryByDefault(): string {
+  if (!warnedMemoryDefault) {
+    warnedMemoryDefault = true;
+    process.emitWarning(
+      'createLocker() without a URL or LOCKSMITH_BACKEND uses memory://, which coordinates nothing between processes; ' +
+        "pass 'file://' (processes of this machine) or a server's URL",
+      { code: 'LOCKSMITH_MEMORY_DEFAULT' },
+    );
+  }
+  return 'memory://';
 }

@@ -23,6 +23,18 @@ export interface LockerOptions {
    * `timeoutMs`, its signal or `close()` says so. @default 10000
    */
   readonly connectTimeoutMs: number;
+  /**
+   * The application's name, shown with every hold and queue entry of this locker
+   * (`locksmith ls`: `name pid@host`). At most 128 bytes.
+   * @default the nearest package.json's `name`, else the process title
+   */
+  readonly name?: string;
+  /**
+   * A small JSON object stored with every hold and queue entry of this locker (a job id, a
+   * version); at most 512 bytes as JSON. Never logged.
+   * @default undefined
+   */
+  readonly meta?: { readonly [key: string]: unknown };
 }
 
 /** Defaults of {@link LockerOptions}. */
@@ -113,7 +125,16 @@ const CALL_KEYS: ReadonlySet<string> = new Set([
   'reentrant',
   'rejectOnLoss',
 ]);
-const LOCKER_KEYS: ReadonlySet<string> = new Set(['ttlMs', 'autoExtend', 'fair', 'lockDelayMs', 'driftFactor', 'connectTimeoutMs']);
+const LOCKER_KEYS: ReadonlySet<string> = new Set([
+  'ttlMs',
+  'autoExtend',
+  'fair',
+  'lockDelayMs',
+  'driftFactor',
+  'connectTimeoutMs',
+  'name',
+  'meta',
+]);
 
 /** setTimeout's limit; longer durations would fire at once. */
 const MAX_DURATION_MS = 2_147_483_647;
@@ -233,6 +254,9 @@ export function resolveLockerOptions(input: Partial<LockerOptions> | undefined):
     lockDelayMs: validateDuration(o.lockDelayMs, 'lockDelayMs', true),
     driftFactor,
     connectTimeoutMs: validateDuration(o.connectTimeoutMs, 'connectTimeoutMs'),
+    // Validated with the identity they build (observe/identity.ts), when the locker is made.
+    ...(o.name === undefined ? {} : { name: o.name }),
+    ...(o.meta === undefined ? {} : { meta: o.meta }),
   });
 }
 

@@ -109,6 +109,7 @@ export function seamRequest<T = unknown>(lockId: string, ownerId: string, over: 
     kind: 'mutex',
     permits: 1,
     ownerId,
+    identity: '{"h":"test","p":0,"n":"seam"}',
     freshOwner: true,
     ttlMs: 10_000,
     fair: true,

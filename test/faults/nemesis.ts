@@ -57,7 +57,7 @@ function signal(w: WorkerHandle, sig: NodeJS.Signals): void {
 
 function partition(mode: FaultMode, latency?: (p: FaultProfile) => number): Fault {
   return {
-    skip: () => undefined,
+    skip: (profile) => (profile.network === false ? 'no network between the clients and the locks' : undefined),
     async inject(ctx) {
       const w = await ctx.holder();
       if (!w) return;

@@ -1,6 +1,7 @@
 /**
  * Fault profiles: what the nemesis needs to know about one backend. Adding a backend is one
- * entry in PROFILES (docs/guarantees.md, "Fault tests"): how to start its engine with the
+ * entry in PROFILES (docs/guarantees.md, "Fault tests"), named in its engine's manifest
+ * (`faultProfiles`; the package test checks the two agree): how to start its engine with the
  * harness, the lease settings that make faults bite in a short run, and which server-kill
  * semantics apply. Endpoints are read from and written back into the backend URL generically
  * (`scheme://[user@]host:port,host:port/path?query`), so the proxy goes in front of every node.
@@ -13,8 +14,13 @@ import { startEtcd } from '../../scripts/servers/etcd.js';
 import { startPostgres } from '../../scripts/servers/postgres.js';
 import { startMariaDb } from '../../scripts/servers/mariadb.js';
 import type { RunningServer } from '../../scripts/servers/harness.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { createLocker } from '../../src/index.js';
 import { encodeHostList, hostList } from '../../src/backends/kit.js';
+import { ENGINES } from '../../src/backends/manifests.js';
 
 /** What a server kill means on this engine. */
 export type ServerKill =
@@ -42,6 +48,8 @@ export interface FaultProfile {
   /** How long a pause / partition lasts: past the lease as the engine counts it. */
   readonly faultMs: number;
   readonly serverKill: ServerKill;
+  /** False when clients reach the locks without a network (file://): partitions do not apply. */
+  readonly network?: false;
   /** Workers ask for fair locks (the engine's hand-off path is then what the faults hit). */
   readonly fair?: boolean;
   /** The URL a worker uses, from the engine's (or a proxied) URL: add tuning parameters. */
@@ -158,6 +166,27 @@ const sql = (name: string, start: () => Promise<RunningServer>, defaultPort: num
   freeBoundMs: standard({ ttlMs: 600, lockDelayMs: 0 }),
 });
 
+/**
+ * Locks in a directory of this machine (file://): no server to kill, no network to cut; the
+ * faults are the clients' own (kill -9, SIGSTOP) and wall-clock jumps (docs/backends/file.md).
+ */
+const file: FaultProfile = {
+  name: 'file',
+  start: async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'locksmith-faults-file-'));
+    return { engine: 'file', url: pathToFileURL(dir).href, nodes: [], stop: async () => rmSync(dir, { recursive: true, force: true }) };
+  },
+  defaultPort: 0,
+  network: false,
+  ttlMs: 300,
+  lockDelayMs: 200,
+  criticalMs: 5,
+  faultMs: 800,
+  serverKill: { kind: 'skip', why: 'no server: the locks are files of this machine' },
+  tune: (url) => url,
+  freeBoundMs: standard({ ttlMs: 300, lockDelayMs: 200 }),
+};
+
 /** Every profile, by name. Add a backend here (and nothing else) to put it under the nemesis. */
 export const PROFILES: Readonly<Record<string, FaultProfile>> = {
   redis,
@@ -168,12 +197,17 @@ export const PROFILES: Readonly<Record<string, FaultProfile>> = {
   cassandra,
   postgres: sql('postgres', () => startPostgres(), 5432),
   mysql: sql('mysql', () => startMariaDb(), 3306),
+  file,
 };
 
-/** The profile whose name is the scheme of `url` (`redis://…` → redis). */
+/**
+ * The profile of the engine that serves the scheme of `url`, as its manifest names it
+ * (`rediss://…` → redis, `mariadb://…` → mysql): the engine's first profile.
+ */
 export function profileForUrl(url: string): FaultProfile {
-  const scheme = /^([a-z0-9+]+):/i.exec(url)?.[1]?.toLowerCase() ?? '';
-  const profile = PROFILES[scheme];
+  const scheme = /^([a-z0-9+-]+):/i.exec(url)?.[1]?.toLowerCase() ?? '';
+  const name = ENGINES.find((e) => e.schemes.includes(scheme))?.faultProfiles[0];
+  const profile = name === undefined ? undefined : PROFILES[name];
   if (!profile) throw new Error(`no fault profile for '${scheme}:' (have ${Object.keys(PROFILES).join(', ')})`);
   return profile;
 }
@@ -182,6 +216,8 @@ const AUTHORITY = /^([a-z0-9+]+:\/\/)([^@/?]*@)?([^/?]*)(.*)$/i;
 
 /** The `host:port` endpoints of a backend URL, in order, read as the backends read them (the kit's hostList). */
 export function endpointsOf(url: string, defaultPort: number): string[] {
+  // A URL without a host (file:///dir) has no endpoint to put a proxy in front of.
+  if (new URL(encodeHostList(url)).host === '') return [];
   return hostList(new URL(encodeHostList(url)), defaultPort).map((h) => `${h.host}:${h.port}`);
 }
 

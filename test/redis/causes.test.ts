@@ -1,5 +1,5 @@
 /**
- * Connection failures name their real cause and never show a credential (issue 14, item 6),
+ * Connection failures name their real cause and never show a credential,
  * for each Redis URL form: a refused port, a host that does not resolve (the reserved
  * `.invalid` domain), TLS to a refused port, and Sentinels that cannot be reached (which
  * ioredis retries, so the error is the connect timeout: docs/backends/redis.md, "Sentinel").

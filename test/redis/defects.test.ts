@@ -1,7 +1,7 @@
 /**
- * Issue 9's Redis-only defects, each against a real redis-server: ghost holders and waiters
- * left by attempts whose reply never came (item 3), and URLs whose database, credentials and
- * failures must be honoured and never shown (item 10).
+ * Redis-only defects, each against a real redis-server: ghost holders and waiters left by
+ * attempts whose reply never came, URLs whose database, credentials and failures must be
+ * honoured and never shown, and a CLI run killed while it waits.
  */
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
@@ -44,7 +44,7 @@ async function whilePaused(work: () => Promise<unknown>): Promise<unknown> {
   }
 }
 
-describe('redis: ghost holders and waiters (issue 9, item 3)', () => {
+describe('redis: ghost holders and waiters', () => {
   test('an acquire whose reply timed out leaves no hold behind once the server answers again', T, async () => {
     const lockId = id('ghost-hold');
     const a = locker(`${server.url}?commandTimeoutMs=300`, { ttlMs: 60_000 });
@@ -55,6 +55,33 @@ describe('redis: ghost holders and waiters (issue 9, item 3)', () => {
     // The lost attempt ran on the server after the resume, and so did the clean-up behind it.
     const next = await b.lock(lockId, { timeoutMs: 10_000 });
     await next.release();
+  });
+
+  test('an acquire with an explicit owner whose reply timed out leaves no hold behind either', T, async () => {
+    const lockId = id('ghost-owner');
+    // As `locksmith run` does: the owner is the caller's, not generated per acquisition.
+    const a = locker(`${server.url}?commandTimeoutMs=300`, { ttlMs: 60_000 });
+    const b = locker(server.url, { ttlMs: 60_000 });
+    await (await a.lock(id('warm-up'))).release();
+    const err = await whilePaused(() => a.lock(lockId, { owner: 'deploy-job' }));
+    assert.ok(err instanceof BackendUnavailableError, String(err));
+    const next = await b.lock(lockId, { timeoutMs: 10_000 });
+    await next.release();
+  });
+
+  test('a re-entry with an explicit owner whose reply timed out leaves the count as it was', T, async () => {
+    const lockId = id('ghost-reentry');
+    const a = locker(`${server.url}?commandTimeoutMs=300`, { ttlMs: 60_000 });
+    const b = locker(server.url, { ttlMs: 60_000 });
+    const c = locker(server.url, { ttlMs: 60_000 });
+    await (await a.lock(id('warm-up'))).release();
+    // b holds as 'deploy-job'; a's re-entry under the same owner is lost in a pause.
+    const held = await b.lock(lockId, { owner: 'deploy-job' });
+    const err = await whilePaused(() => a.lock(lockId, { owner: 'deploy-job' }));
+    assert.ok(err instanceof BackendUnavailableError, String(err));
+    await eventually('the lost re-entry undone', async () => (await b.inspect(lockId)).holders[0]?.count === 1, 10_000);
+    await held.release();
+    await (await c.lock(lockId, { timeoutMs: 10_000 })).release();
   });
 
   test('a fair waiter whose attempt timed out leaves no queue entry in front of the next waiter', T, async () => {
@@ -74,7 +101,7 @@ describe('redis: ghost holders and waiters (issue 9, item 3)', () => {
   });
 });
 
-describe('redis: URLs (issue 9, item 10)', () => {
+describe('redis: URLs', () => {
   test('a database that does not exist is an error, not db 0', T, async () => {
     const l = locker(`${server.url}/99`);
     await assert.rejects(l.tryLock(id('db99')), (err: unknown) => {
@@ -116,7 +143,7 @@ describe('redis: URLs (issue 9, item 10)', () => {
   });
 });
 
-describe('redis: locksmith run killed while it waits (issue 9, item 4)', () => {
+describe('redis: locksmith run killed while it waits', () => {
   const cli = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
   for (const [sig, status] of [
     ['SIGTERM', 143],

@@ -7,11 +7,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import type { AcquireRequest, Backend, Grant } from '../../src/backend.js';
-import { createBackend } from '../../src/backends/redis/index.js';
+import { createBackend, InboxDirectory, RedisBackend } from '../../src/backends/redis/index.js';
 import type { RedisTicket } from '../../src/backends/redis/backend.js';
 import { LockLostError } from '../../src/errors.js';
-import { CLAIM_MS } from '../../src/backends/redis/prelude.js';
-import { lockKeys } from '../../src/backends/redis/keys.js';
+import { CLAIM_MS } from '../../src/backends/redis/scripts.js';
+import { lockKeys } from '../../src/backends/redis-wire/keys.js';
 import { startRedis } from '../../scripts/servers/redis.js';
 import type { RunningServer } from '../../scripts/servers/harness.js';
 import { Redis } from 'ioredis';
@@ -134,16 +134,18 @@ describe('redis: fair hand-off', () => {
     const lockId = `handoff-stale:${randomBytes(6).toString('hex')}`;
     const { a, b, held, reqB, ticket, woken } = await sleepingBehind(lockId);
     // A message that was late (a slow subscriber): its window ended 1 ms before the server
-    // answered b's last attempt, so whatever it handed over may be someone else's by now.
+    // answered b's last attempt, so whatever it handed over may be someone else's by now. It
+    // carries the attempt's secret and a token above the last one: only its window is wrong.
     const clientId = ticket.waiterId.split('.')[0] ?? '';
-    await admin.publish(`locksmith:w:${clientId}`, `${ticket.waiterId}|${held.token}|${ticket.serverMs - 1}`);
+    const late = `${ticket.waiterId}|${ticket.lastToken + 1n}|${ticket.serverMs - 1}|${ticket.secret}`;
+    await admin.publish(`locksmith:w:${clientId}`, late);
     await woken;
     const r = await b.tryAcquire({ ...reqB, ticket });
     assert.equal(r.granted, false, 'a stale hand-off message must not grant while a holds the lock');
     assert.equal(await a.release(held), true);
   });
 
-  test('a head that never claims its hand-off is skipped within the claim window, not its ttl (issue 9, item 3)', T, async () => {
+  test('a head that never claims its hand-off is skipped within the claim window, not its ttl', T, async () => {
     const lockId = `handoff-ghost:${randomBytes(6).toString('hex')}`;
     const a = await backend();
     const ghost = await backend();
@@ -218,13 +220,20 @@ describe('redis: fair hand-off', () => {
     assert.equal((await a.inspect(lockId)).holders.length, 0);
   });
 
-  test('a release lets a waiter of the same process go first: it holds before the release resolves', T, async () => {
+  test('a release lets a waiter listed in its inbox directory go first: it holds before the release resolves', T, async () => {
     // b's messages come 3 ms later than a's replies (as from a busier connection): a release
     // that only yielded a turn would resolve first.
     const port = Number(new URL(server.url).port);
     const proxy = await startFaultProxy({ targetPort: port, mode: 'latency', latencyMs: 3 });
-    const a = createLocker(server.url, { ttlMs: 10_000 });
-    const b = createLocker(`redis://${proxy.address}`, { ttlMs: 10_000 });
+    // Two backends of one process that share an inbox directory (each has its own by default).
+    const inboxes = new InboxDirectory();
+    const connect = async (url: string): Promise<Backend> => {
+      const client = new Redis(url, { lazyConnect: true });
+      await client.connect();
+      return new RedisBackend(client, { inboxes, ownsClient: true });
+    };
+    const a = createLocker(await connect(server.url), { ttlMs: 10_000 });
+    const b = createLocker(await connect(`redis://${proxy.address}`), { ttlMs: 10_000 });
     try {
       const lockId = `same-process:${randomBytes(6).toString('hex')}`;
       const rounds = 40;

@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createLocker, FencedResource, StaleTokenError, type Locker, type LockerOptions } from '../../src/index.js';
 import { RedlockBackend } from '../../src/backends/redlock/index.js';
-import { keyBase } from '../../src/backends/redis/keys.js';
+import { keyBase } from '../../src/backends/redis-wire/keys.js';
 import { startRedlock } from '../../scripts/servers/redlock.js';
 import { lossOf, useServer } from '../helpers.js';
 

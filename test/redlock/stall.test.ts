@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { RedisCommands } from '../../src/backends/redis/commands.js';
+import { RedisCommands } from '../../src/backends/redis-wire/commands.js';
 import { RELEASE } from '../../src/backends/redlock/scripts.js';
 import { startRedis } from '../../scripts/servers/redis.js';
 import { useServer } from '../helpers.js';

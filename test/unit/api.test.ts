@@ -1,5 +1,5 @@
 /**
- * The API a user trusts (issue 14, item 4), on the embedded backend: mistyped option keys
+ * The API a user trusts, on the embedded backend: mistyped option keys
  * from JavaScript are rejected, the wait bound has one name and an alias that cannot
  * disagree, a lock serializes (`toJSON`, the token's `toString()`), `remainingMs()` counts
  * down to 0, and every public option documents its default.

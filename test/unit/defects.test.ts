@@ -1,6 +1,5 @@
 /**
- * Regression tests for the core defects found by an adversarial user (issue 9): each fails
- * on the code before the fix. Cross-backend ones live in the conformance suite.
+ * Regression tests for core defects: each fails on the code before its fix. Cross-backend ones live in the conformance suite.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -13,7 +12,7 @@ import { waitingOn } from '../helpers.js';
 const table = (): string => `defects-${randomBytes(4).toString('hex')}`;
 
 test(
-  'item 7: a release wakes only the waiter it lets in (1,000 fair and unfair waiters, one wake-up per hand-off)',
+  'a release wakes only the waiter it lets in (1,000 fair and unfair waiters, one wake-up per hand-off)',
   { timeout: 120_000 },
   async () => {
     for (const fair of [true, false]) {
@@ -37,7 +36,7 @@ test(
   },
 );
 
-test('items 7 and 8: 10,000 waiters on one key all get through, with no MaxListenersExceededWarning', { timeout: 120_000 }, async () => {
+test('10,000 waiters on one key all get through, with no MaxListenersExceededWarning', { timeout: 120_000 }, async () => {
   const warnings: string[] = [];
   const onWarning = (w: Error): void => void warnings.push(`${w.name}: ${w.message}`);
   process.on('warning', onWarning);
@@ -71,7 +70,7 @@ test('items 7 and 8: 10,000 waiters on one key all get through, with no MaxListe
   );
 });
 
-test('item 9: memory:// keeps no entry for an idle lock id, and tokens still increase', async () => {
+test('memory:// keeps no entry for an idle lock id, and tokens still increase', async () => {
   const name = table();
   const probe = new MemoryBackend(name);
   const locker = createLocker(`memory://${name}`);
@@ -90,7 +89,7 @@ test('item 9: memory:// keeps no entry for an idle lock id, and tokens still inc
   await Promise.all([locker.close(), probe.close()]);
 });
 
-test('item 9: expired holds of vanished clients are swept on close', async () => {
+test('expired holds of vanished clients are swept on close', async () => {
   const name = table();
   const probe = new MemoryBackend(name);
   const backend = new FaultyBackend(name);
@@ -103,7 +102,7 @@ test('item 9: expired holds of vanished clients are swept on close', async () =>
   assert.equal(probe.entries, 0);
 });
 
-test('item 12: withLock keeps the callback error and attaches the release failure', async () => {
+test('withLock keeps the callback error and attaches the release failure', async () => {
   const backend = new FaultyBackend(table());
   const locker = createLocker(backend);
   const boom = new Error('callback failed');
@@ -121,7 +120,7 @@ test('item 12: withLock keeps the callback error and attaches the release failur
   await locker.close();
 });
 
-test('item 5: the minimum ttl is the smallest with a positive validity, and it works', async () => {
+test('the minimum ttl is the smallest with a positive validity, and it works', async () => {
   const min = minTtlMs(0.01);
   assert.ok(min > 5 && min < 20, `minimum ${min}`);
   assert.throws(() => createLocker('memory://', { ttlMs: min - 1 }), InvalidArgumentError);
@@ -132,7 +131,7 @@ test('item 5: the minimum ttl is the smallest with a positive validity, and it w
   await locker.close();
 });
 
-test('item 2: a nested acquisition must say reentrant; with true it re-enters, with false it waits', async () => {
+test('a nested acquisition must say reentrant; with true it re-enters, with false it waits', async () => {
   const locker = createLocker(`memory://${table()}`);
   const order: string[] = [];
   await locker.withLock('r', async () => {

@@ -1,8 +1,7 @@
 /**
  * The Cassandra backend: one session (session.ts), the time service (time-service.ts) and
- * one of the two algorithms (fair.ts, shadow.ts), to which every call is dispatched.
- * Extend and release are the same for both: rewrite or delete our own cells. See
- * docs/backends/cassandra.md.
+ * the fair lock (fair.ts), to which acquisition, waiting and inspection are dispatched;
+ * extend and release rewrite or delete our own cells here. See docs/backends/cassandra.md.
  */
 import { performance } from 'node:perf_hooks';
 import {
@@ -23,10 +22,9 @@ import { parseCassandraUrl, scopeOf, type CassandraSettings } from './config.js'
 import { FairLock } from './fair.js';
 import { ensureSchema } from './schema.js';
 import { Session, type StatementCounts } from './session.js';
-import { ShadowLock } from './shadow.js';
 import { cellTtlSeconds, LockTables, surelyAlive } from './tables.js';
 import { ownTimeService, sharedTimeService, type MicroClock, type TimeService, type TimeServiceLease } from './time-service.js';
-import type { CassandraGrantData, CassandraTicket, LockAlgorithm } from './types.js';
+import type { CassandraGrantData, CassandraTicket } from './types.js';
 
 /** Options beyond the URL (for tests, benchmarks and embedding). */
 export interface CassandraBackendOptions extends ConnectOptions {
@@ -45,16 +43,16 @@ const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 /** Numbers the scopes of backends that must not share wake-ups with anyone. */
 let isolated = 0;
 
-/** The Cassandra backend (both algorithms). */
+/** The Cassandra backend. */
 export class CassandraBackend implements Backend<CassandraTicket, CassandraGrantData> {
   readonly name = 'cassandra';
   readonly capabilities: Capabilities;
-  /** What the URL said (hosts, keyspace, algorithm, consistency, tuning). */
+  /** What the URL said (hosts, keyspace, consistency, tuning). */
   readonly settings: CassandraSettings;
   readonly #session: Session;
   readonly #tables: LockTables;
   readonly #time: TimeServiceLease;
-  readonly #algorithm: LockAlgorithm;
+  readonly #algorithm: FairLock;
   #closing: Promise<void> | undefined;
 
   private constructor(settings: CassandraSettings, session: Session, options: CassandraBackendOptions) {
@@ -62,7 +60,7 @@ export class CassandraBackend implements Backend<CassandraTicket, CassandraGrant
     this.#session = session;
     this.#tables = new LockTables(session);
     this.capabilities = Object.freeze({
-      fair: settings.algorithm === 'fair',
+      fair: true,
       shared: false,
       permits: false,
       notify: false,
@@ -75,8 +73,7 @@ export class CassandraBackend implements Backend<CassandraTicket, CassandraGrant
     this.#time = options.clock
       ? ownTimeService(cell, options.clock, settings.timeRefreshMs)
       : sharedTimeService(scope, settings.timeRefreshMs, cell);
-    this.#algorithm =
-      settings.algorithm === 'fair' ? new FairLock(tables, this.#time.service, settings, scope) : new ShadowLock(tables, settings);
+    this.#algorithm = new FairLock(tables, this.#time.service, settings, scope);
   }
 
   /**
@@ -154,7 +151,7 @@ export class CassandraBackend implements Backend<CassandraTicket, CassandraGrant
       const ttlSec = cellTtlSeconds(ttlMs);
       await Promise.all([
         this.#tables.writeMain(grant.lockId, d.shard, grant.ownerId, grant.token, ttlSec),
-        d.algorithm === 'fair' ? this.#tables.writeQueue(grant.lockId, d.queueShard, d.entry, ttlSec) : undefined,
+        this.#tables.writeQueue(grant.lockId, d.queueShard, d.entry, ttlSec),
       ]);
       d.sentAt = sentAt;
       d.ttlSec = ttlSec;
@@ -175,7 +172,7 @@ export class CassandraBackend implements Backend<CassandraTicket, CassandraGrant
       const held = surelyAlive(d.sentAt, d.ttlSec) || (await this.#tables.hasMainCell(lockId, d.shard, ownerId));
       await Promise.all([
         this.#tables.deleteMain(lockId, d.shard, ownerId).then(() => this.#algorithm.released(lockId, ownerId)),
-        d.algorithm === 'fair' ? this.#tables.deleteQueue(lockId, d.queueShard, d.entry) : undefined,
+        this.#tables.deleteQueue(lockId, d.queueShard, d.entry),
       ]);
       return held;
     } catch (err) {

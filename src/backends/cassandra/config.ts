@@ -6,9 +6,6 @@
  */
 import { hostList, InvalidArgumentError, redact, UrlParams } from '../kit.js';
 
-/** Which of the two algorithms a backend runs (docs/backends/cassandra.md). */
-export type CassandraAlgorithm = 'fair' | 'shadow';
-
 /** Consistency levels the backend accepts for its ordinary reads and writes. */
 export type CassandraConsistency = 'quorum' | 'all' | 'local_quorum' | 'each_quorum' | 'one';
 
@@ -18,7 +15,6 @@ export interface CassandraSettings {
   /** The native-protocol port, one for the whole cluster. */
   readonly port: number;
   readonly keyspace: string;
-  readonly algorithm: CassandraAlgorithm;
   readonly consistency: CassandraConsistency;
   /** `serial` or `local_serial`, for the fencing-token LWT. */
   readonly serialConsistency: 'serial' | 'local_serial';
@@ -37,7 +33,6 @@ export interface CassandraSettings {
 
 const CONSISTENCIES: readonly CassandraConsistency[] = ['quorum', 'all', 'local_quorum', 'each_quorum', 'one'];
 const KNOWN = [
-  'algorithm',
   'consistency',
   'serialConsistency',
   'localDataCenter',
@@ -81,7 +76,6 @@ export function parseCassandraUrl(url: URL): CassandraSettings {
     hosts,
     port,
     keyspace,
-    algorithm: q.oneOf('algorithm', ['fair', 'shadow'], 'fair'),
     consistency: q.oneOf('consistency', CONSISTENCIES, 'quorum'),
     serialConsistency: q.oneOf('serialConsistency', ['serial', 'local_serial'], 'serial'),
     localDataCenter: q.string('localDataCenter') ?? 'datacenter1',

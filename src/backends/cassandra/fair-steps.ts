@@ -1,6 +1,6 @@
 /**
  * The steps both fair paths share (the waiting lock in fair.ts, the one-shot tryLock in
- * fair-try.ts): the ticket and grant types, writing our cells, the grant that crosses into
+ * fair-try.ts): writing our cells, the grant that crosses into
  * the next shard, and the grant itself. See docs/backends/cassandra.md, "The fair
  * algorithm".
  */
@@ -10,40 +10,7 @@ import { localQueues, LocalWaiter, waiterKey } from './handoff.js';
 import type { Shards } from './shards.js';
 import { aliveUntil, cellTtlSeconds, queueEntry, type LockTables } from './tables.js';
 import type { TimeService } from './time-service.js';
-import type { CassandraGrantData, CassandraTicket } from './types.js';
-
-/** A main cell written ahead of time, with the token taken after it. */
-export interface Candidate {
-  /** The shard of the cell (the counter's shard when it was written). */
-  readonly shard: bigint;
-  readonly token: bigint;
-  /** Monotonic ms when the last full write of the cell was sent, and its TTL. */
-  sentAt: number;
-  ttlSec: number;
-}
-
-/** A waiting acquisition of the fair lock (mutable: the backend updates it each attempt). */
-export interface FairTicket {
-  readonly algorithm: 'fair';
-  readonly entry: string;
-  readonly waiter: LocalWaiter;
-  /** The shard the entry lives in, when its write was last sent, and its TTL. */
-  queueShard: bigint;
-  queueSentAt: number;
-  ttlSec: number;
-  /** The counter's shard at the last look (where the next look reads first). */
-  shard: bigint;
-  /** Entries ahead at the last look (capped): waiters further back poll less often. */
-  ahead: number;
-  /** The owner of the marked cell seen at the last look (the holder we wait behind), and since when. */
-  holder: string | undefined;
-  holderSince: number;
-  /** The fencing counter at the last look, when, and the lock's time per grant (see {@link observe}). */
-  counter: bigint;
-  counterAt: number;
-  perGrantMs: number;
-  candidate: Candidate | undefined;
-}
+import type { Candidate, CassandraGrantData, CassandraTicket, FairGrantData, FairTicket } from './types.js';
 
 /**
  * Remember what a look saw: the holder we wait behind, and the lock's pace. Each look that
@@ -66,17 +33,6 @@ export function observe(t: FairTicket, seen: { counter?: bigint; holder?: string
     t.holder = seen.holder;
     t.holderSince = now;
   }
-}
-
-/** What a fair grant keeps for extend and release. */
-export interface FairGrantData {
-  readonly algorithm: 'fair';
-  readonly shard: bigint;
-  readonly queueShard: bigint;
-  readonly entry: string;
-  /** When the main cell's last write was sent, and its TTL (see `surelyAlive`). */
-  sentAt: number;
-  ttlSec: number;
 }
 
 /** One attempt's result. */

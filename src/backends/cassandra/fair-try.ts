@@ -4,8 +4,9 @@
  * See docs/backends/cassandra.md, "The fair algorithm".
  */
 import { sleep } from '../kit.js';
-import type { Candidate, FairSteps, FairTicket, Req, Result } from './fair-steps.js';
+import type { FairSteps, Req, Result } from './fair-steps.js';
 import { surelyAlive } from './tables.js';
+import type { Candidate, FairTicket } from './types.js';
 
 const FAILED: Result = { granted: false, contended: { ticket: undefined } };
 

@@ -22,20 +22,18 @@
 import { performance } from 'node:perf_hooks';
 import { sleep, type LockState } from '../kit.js';
 import type { CassandraSettings } from './config.js';
-import { FairSteps, observe, type Candidate, type FairTicket, type Req, type Result } from './fair-steps.js';
+import { FairSteps, observe, type Req, type Result } from './fair-steps.js';
 import { tryLockOnce } from './fair-try.js';
 import { localQueues, pollInterval, waiterKey } from './handoff.js';
 import { Shards } from './shards.js';
 import { entryOwner, surelyAlive, type LockTables, type MainCell } from './tables.js';
 import type { TimeService } from './time-service.js';
-import type { CassandraTicket, LockAlgorithm } from './types.js';
-
-export type { FairGrantData, FairTicket } from './fair-steps.js';
+import type { Candidate, CassandraTicket, FairTicket } from './types.js';
 
 const waiting = (t: FairTicket): Result => ({ granted: false, contended: { ticket: t } });
 
 /** The fair algorithm of one backend. */
-export class FairLock implements LockAlgorithm {
+export class FairLock {
   readonly #steps: FairSteps;
   readonly #t: LockTables;
   readonly #rows: Shards;

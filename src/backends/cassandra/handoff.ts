@@ -9,13 +9,10 @@
  * decides. Waiters of other processes, and a lost wake-up, are covered by the polls of
  * `pollInterval`. See docs/backends/cassandra.md, "Hand-off".
  */
-import { sleep } from '../kit.js';
+import { jitter, pollSleep } from '../kit.js';
 
 /** Why a waiter was woken: its next attempt chooses its first statement by it. */
 export type WakeReason = 'released' | 'granted' | 'left';
-
-/** Thrown into the waiter's own sleep to end it early; never leaves this module. */
-const WOKEN = Symbol('woken');
 
 /** One waiting acquisition of this process. */
 export class LocalWaiter {
@@ -56,18 +53,9 @@ export class LocalWaiter {
   async sleep(ms: number, signal: AbortSignal): Promise<void> {
     signal.throwIfAborted();
     if (this.#hint !== undefined) return;
-    const ctl = new AbortController();
-    const onAbort = (): void => ctl.abort(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    this.#wake = () => ctl.abort(WOKEN);
-    try {
-      await sleep(ms, ctl.signal);
-    } catch (err) {
-      if (err !== WOKEN) throw err;
-    } finally {
-      this.#wake = undefined;
-      signal.removeEventListener('abort', onAbort);
-    }
+    const poll = pollSleep(ms, signal, { onSettled: () => (this.#wake = undefined) });
+    this.#wake = poll.wake;
+    await poll.woken;
   }
 }
 
@@ -170,5 +158,5 @@ export function pollInterval(s: PollState): number {
   else if (s.ahead <= 1) base = clamp(s.heldForMs / 10, s.pollMs, 10 * s.pollMs);
   else if (s.perGrantMs <= 0) base = s.pollMs * Math.min(s.ahead, 8);
   else base = clamp(((s.ahead - 1) * s.perGrantMs) / 2, s.pollMs, IDLE_POLL_CAP_MS);
-  return Math.max(1, base * (0.5 + Math.random()));
+  return jitter(base, 0.5);
 }

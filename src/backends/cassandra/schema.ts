@@ -24,7 +24,7 @@ export function cassandraDdl(s: CassandraSettings): string[] {
   return [
     `CREATE KEYSPACE IF NOT EXISTS ${ks} WITH replication = {'class': 'SimpleStrategy', 'replication_factor': ${s.replication}}`,
     // The queue: one partition per (lock, shard), entries sorted by time then owner. The
-    // shadow lock keeps its shadow row here too, at negative shards.
+    // benchmark's shadow-table baseline keeps its shadow row here too, at negative shards.
     `CREATE TABLE IF NOT EXISTS ${ks}.lock_queue (lock_id text, shard bigint, entry text, PRIMARY KEY ((lock_id, shard), entry)) ${TABLE_OPTIONS}`,
     // The main row: who holds, and (once it holds) its fencing token.
     `CREATE TABLE IF NOT EXISTS ${ks}.lock_main (lock_id text, shard bigint, owner text, fence bigint, PRIMARY KEY ((lock_id, shard), owner)) ${TABLE_OPTIONS}`,

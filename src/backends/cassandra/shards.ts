@@ -1,5 +1,5 @@
 /**
- * Shard rotation, shared by both algorithms: the fencing counter's value ÷ `shardSize`
+ * Shard rotation: the fencing counter's value ÷ `shardSize`
  * names the current shard, and a holder's cells stay in the shard where it was granted, so
  * every look reads the current shard and the one before. A lock's partitions therefore
  * receive at most about `shardSize` grants each and are then never written again: their
@@ -11,7 +11,7 @@ import type { LockTables, MainCell } from './tables.js';
 /** Bounded retries of a token CAS that lost to another candidate's. */
 const TOKEN_CAS_RETRIES = 5;
 
-/** The shard arithmetic and the two-shard reads of one algorithm. */
+/** The shard arithmetic and the two-shard reads of one lock algorithm. */
 export class Shards {
   readonly #t: LockTables;
   readonly #size: bigint;
@@ -19,7 +19,8 @@ export class Shards {
 
   /**
    * `stored` maps a shard number (≥ 0) to the partition's `shard` column: the identity for
-   * the fair lock, negative numbers for the shadow lock, so the two never share a row.
+   * the fair lock; the benchmark's shadow-table baseline (bench/cassandra-shadow.ts) maps to
+   * negative numbers, so the two never share a row.
    */
   constructor(tables: LockTables, shardSize: number, stored: (shard: bigint) => bigint = (s) => s) {
     this.#t = tables;

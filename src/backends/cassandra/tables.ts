@@ -66,7 +66,7 @@ function big(row: Row | undefined, col: string): bigint | undefined {
   return undefined;
 }
 
-/** The statements of both algorithms. */
+/** The statements of the lock (and of the benchmark's shadow-table baseline). */
 export class LockTables {
   readonly #s: Session;
   readonly #ks: string;
@@ -117,7 +117,7 @@ export class LockTables {
     return r.rows.map((row) => str(row, 'entry')).filter((e): e is string => e !== undefined);
   }
 
-  /** The entries of one queue partition (up to `limit`): `inspect`, and the shadow row. */
+  /** The entries of one queue partition (up to `limit`): `inspect`, and the benchmark's shadow row. */
   async queueAll(lockId: string, shard: bigint, limit: number, signal?: AbortSignal): Promise<string[]> {
     const r = await this.#s.exec(
       'read',

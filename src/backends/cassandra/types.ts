@@ -1,28 +1,56 @@
 /**
- * The typed ticket and grant data of the Cassandra backend: one of each per algorithm,
- * told apart by `algorithm` (a backend only ever hands back what it gave).
+ * The typed ticket and grant data of the Cassandra backend (the fair lock's), defined here
+ * where nothing feeds back into them: the algorithm's files import them, never the reverse.
+ * See docs/backends/cassandra.md, "The fair algorithm".
  */
-import type { AcquireRequest, AcquireResult, LockState } from '../kit.js';
-import type { FairGrantData, FairTicket } from './fair.js';
-import type { ShadowGrantData, ShadowTicket } from './shadow.js';
+import type { LocalWaiter } from './handoff.js';
 
-/** A queue position (fair) or the outcome that chooses the next backoff (shadow). */
-export type CassandraTicket = FairTicket | ShadowTicket;
+/** A main cell written ahead of time, with the token taken after it. */
+export interface Candidate {
+  /** The shard of the cell (the counter's shard when it was written). */
+  readonly shard: bigint;
+  readonly token: bigint;
+  /** Monotonic ms when the last full write of the cell was sent, and its TTL. */
+  sentAt: number;
+  ttlSec: number;
+}
+
+/** A waiting acquisition of the fair lock (mutable: the backend updates it each attempt). */
+export interface FairTicket {
+  readonly algorithm: 'fair';
+  readonly entry: string;
+  readonly waiter: LocalWaiter;
+  /** The shard the entry lives in, when its write was last sent, and its TTL. */
+  queueShard: bigint;
+  queueSentAt: number;
+  ttlSec: number;
+  /** The counter's shard at the last look (where the next look reads first). */
+  shard: bigint;
+  /** Entries ahead at the last look (capped): waiters further back poll less often. */
+  ahead: number;
+  /** The owner of the marked cell seen at the last look (the holder we wait behind), and since when. */
+  holder: string | undefined;
+  holderSince: number;
+  /** The fencing counter at the last look, when, and the lock's time per grant (see {@link observe}). */
+  counter: bigint;
+  counterAt: number;
+  perGrantMs: number;
+  candidate: Candidate | undefined;
+}
+
+/** What a fair grant keeps for extend and release. */
+export interface FairGrantData {
+  readonly algorithm: 'fair';
+  readonly shard: bigint;
+  readonly queueShard: bigint;
+  readonly entry: string;
+  /** When the main cell's last write was sent, and its TTL (see `surelyAlive`). */
+  sentAt: number;
+  ttlSec: number;
+}
+
+/** What the core hands back on the next attempt: a queue position. */
+export type CassandraTicket = FairTicket;
 
 /** What a grant keeps for extend and release. */
-export type CassandraGrantData = FairGrantData | ShadowGrantData;
-
-/** What the backend dispatches to: one of the two algorithms. */
-export interface LockAlgorithm {
-  /** One attempt (see the seam's `tryAcquire`). */
-  acquire(req: AcquireRequest<CassandraTicket>): Promise<AcquireResult<CassandraTicket, CassandraGrantData>>;
-  /** Until another attempt is worth making. */
-  wait(ticket: CassandraTicket | undefined, signal: AbortSignal): Promise<void>;
-  /** Leave the queue (idempotent, never throws). */
-  cancel(req: AcquireRequest<CassandraTicket>, ticket: CassandraTicket | undefined): Promise<void>;
-  /** `ownerId`, a holder of this process, deleted its main cell. */
-  released(lockId: string, ownerId: string): void;
-  inspect(lockId: string): Promise<LockState>;
-  /** The backend closes: forget what the process keeps about this backend's holds. */
-  closed(): void;
-}
+export type CassandraGrantData = FairGrantData;

@@ -1,7 +1,7 @@
 /**
  * The etcd backend: etcd's Go `concurrency.Mutex` recipe, key-compatible with it, over one
- * lease per backend. The lease and its keep-alive are in session.ts, the decision of who
- * holds in recipe.ts, waiting in wait.ts, the holds and their own ttl in held.ts, the keys
+ * lease per backend. The lease and its keep-alive are in lease.ts, the decision of who
+ * holds in recipe.ts, waiting in wait.ts, the holds and their own ttl in lease-holds.ts, the keys
  * in layout.ts. See docs/backends/etcd.md.
  */
 import { randomBytes } from 'node:crypto';
@@ -21,12 +21,12 @@ import {
   type HostPort,
   type LockState,
 } from '../kit.js';
-import type { Abandonable } from '../../backend.js';
+import type { Abandonable } from '../kit.js';
 import { createdAt, EtcdClient, entriesOf, rangeOp, youngestOp, type Entry } from './client.js';
-import { HeldTable } from './held.js';
+import { LeaseHolds } from './lease-holds.js';
 import { encodeValue, lockPrefix, parseValue } from './layout.js';
 import { decide, holders, holding, type EtcdGrantData, type EtcdTicket } from './recipe.js';
-import { LeaseSession, type LeaseEnd } from './session.js';
+import { KeptAliveLease, type LeaseEnd } from './lease.js';
 import { waitForChange } from './wait.js';
 
 const now = (): number => performance.now();
@@ -73,12 +73,12 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
   readonly prefix: string;
   readonly client: EtcdClient;
   readonly #leaseTtlMs: number;
-  #session: LeaseSession | undefined;
-  #granting: Promise<LeaseSession> | undefined;
+  #session: KeptAliveLease | undefined;
+  #granting: Promise<KeptAliveLease> | undefined;
   #closed = false;
   /** Keys our tickets and holds use, so two acquisitions of one lease never share a key. */
   readonly #keys = new Set<string>();
-  readonly #held = new HeldTable((d) => {
+  readonly #held = new LeaseHolds((d) => {
     this.#keys.delete(d.key);
     void this.client.deleteIf(d.key, d.rev).catch(() => false);
   });
@@ -96,18 +96,18 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
   }
 
   /** The current lease, if one is alive (tests look at it). */
-  get lease(): LeaseSession | undefined {
+  get lease(): KeptAliveLease | undefined {
     return this.#session?.alive ? this.#session : undefined;
   }
 
   // ---- the lease -------------------------------------------------------------------------
 
   /** The live lease, granting a new one when there is none or the last one ended. */
-  async connect(signal?: AbortSignal): Promise<LeaseSession> {
+  async connect(signal?: AbortSignal): Promise<KeptAliveLease> {
     if (this.#closed) throw new BackendUnavailableError(this.name, 'the etcd backend is closed');
     const s = this.#session;
     if (s?.alive) return s;
-    this.#granting ??= LeaseSession.grant(this.client, this.#leaseTtlMs)
+    this.#granting ??= KeptAliveLease.grant(this.client, this.#leaseTtlMs)
       .then((fresh) => {
         if (this.#closed) {
           void fresh.close(true);
@@ -124,7 +124,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     return withDeadline(this.#granting, signal ? { signal } : {});
   }
 
-  #leaseEnded(s: LeaseSession, why: LeaseEnd): void {
+  #leaseEnded(s: KeptAliveLease, why: LeaseEnd): void {
     if (this.#session === s) this.#session = undefined;
     if (this.#closed) return;
     this.#held.sessionEnded(s, why);
@@ -165,7 +165,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     throw new BackendUnavailableError(this.name, `etcd: could not place a key under ${t.prefix}`, { context: { lockId: req.lockId } });
   }
 
-  #newTicket(req: AcquireRequest<EtcdTicket>, session: LeaseSession): EtcdTicket {
+  #newTicket(req: AcquireRequest<EtcdTicket>, session: KeptAliveLease): EtcdTicket {
     const prefix = lockPrefix(this.prefix, req.lockId);
     const nonce = randomBytes(8).toString('hex');
     const t: EtcdTicket = {

@@ -23,7 +23,7 @@ import { EtcdBackend, type EtcdBackendOptions } from './backend.js';
 
 export { EtcdBackend, ETCD_CAPABILITIES, type EtcdBackendOptions, type EtcdStats } from './backend.js';
 /** The lease of a backend, for tools and tests. */
-export { LeaseSession, type LeaseEnd } from './session.js';
+export { KeptAliveLease, type LeaseEnd } from './lease.js';
 /** How a lock id maps to keys (see docs/backends/etcd.md, "Keys"). */
 export { decodeLockId, encodeLockId, lockPrefix } from './layout.js';
 /** The seam types of this backend. */

@@ -14,14 +14,14 @@
 import type { LockKind } from '../kit.js';
 import type { Entry } from './client.js';
 import { parseValue, type KeyMeta } from './layout.js';
-import type { LeaseSession } from './session.js';
+import type { KeptAliveLease } from './lease.js';
 
 /** What a waiting attempt watches next. */
 export type WatchSpec = { readonly type: 'key'; readonly key: string } | { readonly type: 'prefix'; readonly prefix: string };
 
 /** The queue position a contended attempt leaves behind (the seam's `Ticket`). */
 export interface EtcdTicket {
-  readonly session: LeaseSession;
+  readonly session: KeptAliveLease;
   readonly lockId: string;
   /** Exclusive (mutex, write): only the key just older than ours matters, so only it is read. */
   readonly exclusive: boolean;
@@ -41,7 +41,7 @@ export interface EtcdTicket {
 
 /** What a grant carries for extend and release (the seam's grant `Data`). */
 export interface EtcdGrantData {
-  readonly session: LeaseSession;
+  readonly session: KeptAliveLease;
   readonly key: string;
   readonly rev: bigint;
 }

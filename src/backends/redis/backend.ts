@@ -1,7 +1,8 @@
 /**
  * The Redis backend: a single Redis (or one Redis Cluster slot per lock) through ioredis.
- * Every operation is one Lua script (scripts.ts) sent by the command layer (commands.ts);
- * waiters are woken through the client's pub/sub inbox (inbox.ts). See docs/backends/redis.md.
+ * Every operation is one Lua script (scripts.ts, from the `.lua` files of ../redis-wire/lua)
+ * sent by the shared command layer (../redis-wire/commands.ts); waiters are woken through the
+ * client's pub/sub inbox (../redis-wire/inbox.ts). See docs/backends/redis.md.
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -9,6 +10,7 @@ import {
   BackendUnavailableError,
   EVERY_CAPABILITY,
   LockLostError,
+  lossGuardMs,
   type AcquireRequest,
   type AcquireResult,
   type Backend,
@@ -19,21 +21,11 @@ import {
   type LockKind,
   type LockState,
 } from '../kit.js';
-import { closeClient, RedisCommands, type RedisCommandClient } from './commands.js';
-import { Inbox, type InboxMark, type RedisSubscriberClient } from './inbox.js';
-import { keyBase, lockKeys } from './keys.js';
-import { CLAIM_MS } from './prelude.js';
-import { ACQUIRE, CANCEL, CLAIM, EXTEND, INSPECT, RELEASE } from './scripts.js';
-
-/**
- * A user's own client. The backend never closes it (unless `ownsClient` is set) and talks
- * pub/sub on `client.duplicate()`, which it does close.
- */
-export interface RedisClientLike extends RedisCommandClient {
-  duplicate(): RedisSubscriberClient;
-  quit?(): Promise<unknown>;
-  disconnect?(reconnect?: boolean): void;
-}
+import { closeClient, type RedisClientLike } from '../redis-wire/clients.js';
+import { RedisCommands } from '../redis-wire/commands.js';
+import { Inbox, InboxDirectory, type InboxMark } from '../redis-wire/inbox.js';
+import { keyBase, lockKeys } from '../redis-wire/keys.js';
+import { ACQUIRE, CANCEL, CLAIM, CLAIM_MS, EXTEND, INSPECT, RELEASE, UNDO } from './scripts.js';
 
 /** Options of {@link RedisBackend}. */
 export interface RedisBackendOptions {
@@ -53,6 +45,13 @@ export interface RedisBackendOptions {
   readonly label?: string;
   /** Secrets (the URL's password) that must never appear in an error message. */
   readonly secrets?: readonly string[];
+  /**
+   * Where this backend lists its inbox, and where its releases look for the waiter they
+   * messaged: a release whose waiter is listed resolves after that waiter heard its message
+   * (docs/backends/redis.md, "Waiting by notification"). Backends of one process that share
+   * one directory let each other's waiters go first. @default `InboxDirectory.process`, shared by every backend of this process
+   */
+  readonly inboxes?: InboxDirectory;
 }
 
 /** The queue position of a waiting acquisition and the wake-up state it saw. */
@@ -66,6 +65,15 @@ export interface RedisTicket {
   /** Local monotonic time the attempt was sent, and the server time (ms) it was answered at. */
   readonly sentAt: number;
   readonly serverMs: number;
+  /**
+   * The attempt's random secret, stored in its queue entry: a release that hands this waiter
+   * the lock puts it in the message ('' when the request cannot be handed the lock).
+   */
+  readonly secret: string;
+  /** The lock's last fencing token when the attempt was answered: a hand-off is above it. */
+  readonly lastToken: bigint;
+  /** The attempt's round trip (ms): what a claim of a hand-off is expected to take. */
+  readonly rttMs: number;
 }
 
 /** What the backend keeps in `Grant.data`: the hash field of the hold. */
@@ -81,12 +89,32 @@ const WAITER_GRACE_MS = 1_250;
 /**
  * A waiter refreshes its queue entry every third of its ttl, at most every third of this, so
  * a waiter that vanished blocks a fair queue for at most this + grace, even under a ttl of
- * hours. (A head handed the lock that never claims it is skipped much sooner: scripts.ts.)
+ * hours. (A head handed the lock that never claims it is skipped much sooner, at the end of
+ * its claim window: docs/backends/redis.md, "Waiting by notification".)
  */
 const MAX_WAITER_PERIOD_MS = 30_000;
 
-/** How long a release waits for its message to reach a waiter of the same process. */
+/** How long a release waits for its message to reach a waiter listed in its inbox directory. */
 const HEAR_CAP_MS = 25;
+
+/**
+ * Random 96-bit secrets, cut from a pooled string: one `randomBytes` call per attempt cost
+ * about 2 µs, a visible share of an uncontended fair lock.
+ */
+class Secrets {
+  /** 256 secrets of 12 random bytes, as base64url (16 characters each, no padding). */
+  #pool = '';
+  #at = 0;
+
+  next(): string {
+    if (this.#at >= this.#pool.length) {
+      this.#pool = randomBytes(12 * 256).toString('base64url');
+      this.#at = 0;
+    }
+    this.#at += 16;
+    return this.#pool.slice(this.#at - 16, this.#at);
+  }
+}
 
 /** What the Redis backend can do (every capability of the seam). */
 export const REDIS_CAPABILITIES: Capabilities = EVERY_CAPABILITY;
@@ -106,9 +134,12 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   readonly #healthCheckMs: number;
   readonly #commands: RedisCommands;
   readonly #inbox: Inbox;
+  readonly #inboxes: InboxDirectory;
   /** This client's id: waiter ids are `<id>.<n>`, wake-ups arrive on `<prefix>w:<id>`. */
   readonly #clientId = randomBytes(12).toString('base64url');
+  readonly #secrets = new Secrets();
   #waiterSeq = 0;
+  #attemptSeq = 0;
   #closed = false;
 
   /** Wrap `client`; see {@link RedisBackendOptions}. */
@@ -123,10 +154,14 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       label: options.label ?? 'redis',
       ...(options.secrets ? { secrets: options.secrets } : {}),
     });
-    this.#inbox = new Inbox(() => client.duplicate(), `${this.#inboxPrefix}${this.#clientId}`, this.#commands, this.#healthCheckMs);
+    // One directory per process by default: lockers of one process (each with its own backend)
+    // then let each other's waiters go first, as a user running several lockers expects.
+    this.#inboxes = options.inboxes ?? InboxDirectory.process;
+    const channel = `${this.#inboxPrefix}${this.#clientId}`;
+    this.#inbox = new Inbox(() => client.duplicate(), channel, this.#commands, this.#healthCheckMs, this.#inboxes);
   }
 
-  /** The base of every key of `lockId` (see keys.ts). */
+  /** The base of every key of `lockId` (see ../redis-wire/keys.ts). */
   keyBase(lockId: string): string {
     return keyBase(this.#prefix, lockId);
   }
@@ -155,26 +190,17 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     // seen by waitForChange, so a release between the attempt and the wait is not lost.
     const mark = this.#inbox.mark(waiterId);
     const capMs = Math.max(10, Math.floor(Math.min(req.ttlMs, MAX_WAITER_PERIOD_MS) / 3));
+    const secret = req.wait && req.fair && (req.kind === 'mutex' || req.kind === 'write') ? this.#secrets.next() : '';
     const sentAt = performance.now();
+    const stamp = req.freshOwner ? '' : `~${this.#clientId}.${(++this.#attemptSeq).toString(36)}`;
     let reply: unknown;
     try {
-      reply = await this.#commands.eval(ACQUIRE, lockKeys(this.#prefix, req.lockId), [
-        KIND_LETTER[req.kind],
-        req.permits,
-        req.ownerId,
-        req.ttlMs,
-        req.lockDelayMs,
-        req.fair ? '1' : '0',
-        req.wait ? '1' : '0',
-        waiterId,
-        3 * capMs + WAITER_GRACE_MS,
-        this.#inboxPrefix,
-      ]);
+      reply = await this.#attempt(req, waiterId, capMs, secret, stamp);
     } catch (err) {
-      this.#inbox.forget(waiterId);
+      this.#lostAttempt(req, waiterId, stamp);
       throw err;
     }
-    const [code, a, b] = Array.isArray(reply) ? (reply as unknown[]) : [reply];
+    const [code, a, b, last] = Array.isArray(reply) ? (reply as unknown[]) : [reply];
     if (code === 1 || code === 2) {
       this.#inbox.forget(waiterId);
       const grant: Grant<RedisGrantData> = {
@@ -189,22 +215,83 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       return { granted: true, grant };
     }
     if (!req.wait) return { granted: false, contended: { ticket: undefined } };
-    return { granted: false, contended: { ticket: { waiterId, hintMs: Number(a), capMs, mark, sentAt, serverMs: Number(b) } } };
+    const lastToken = BigInt(String(last ?? '0'));
+    return {
+      granted: false,
+      contended: {
+        ticket: {
+          waiterId,
+          hintMs: Number(a),
+          capMs,
+          mark,
+          sentAt,
+          serverMs: Number(b),
+          secret,
+          lastToken,
+          rttMs: performance.now() - sentAt,
+        },
+      },
+    };
+  }
+
+  /**
+   * Send one ACQUIRE. An explicit owner's attempt carries a stamp that its hold keeps: when the
+   * reply never comes, UNDO is queued right behind it on the same connection
+   * ({@link #lostAttempt}) and takes back exactly what it did once the server runs both (the core cleans up only generated owners,
+   * whose every hold is this acquisition's; an explicit owner may hold from elsewhere).
+   */
+  #attempt(req: AcquireRequest<RedisTicket>, waiterId: string, capMs: number, secret: string, stamp: string): Promise<unknown> {
+    return this.#commands.eval(ACQUIRE, lockKeys(this.#prefix, req.lockId), [
+      KIND_LETTER[req.kind],
+      req.permits,
+      req.ownerId,
+      req.ttlMs,
+      req.lockDelayMs,
+      req.fair ? '1' : '0',
+      req.wait ? '1' : '0',
+      waiterId,
+      3 * capMs + WAITER_GRACE_MS,
+      this.#inboxPrefix,
+      secret,
+      stamp,
+    ]);
+  }
+
+  /** An attempt failed (its reply may simply be late): forget its wake-ups, undo what it did. */
+  #lostAttempt(req: AcquireRequest<RedisTicket>, waiterId: string, stamp: string): void {
+    this.#inbox.forget(waiterId);
+    if (stamp === '' || this.#closed) return;
+    // A queue entry of a later attempt is the core's to cancel (it has the ticket).
+    const args = [req.ownerId, stamp, req.ticket ? '' : waiterId, this.#inboxPrefix];
+    // EVAL, not EVALSHA: a script cache lost meanwhile must not turn the undo into NOSCRIPT.
+    this.#commands.evalSource(UNDO, lockKeys(this.#prefix, req.lockId), args).catch(() => undefined);
   }
 
   /**
    * A release handed this waiter the lock and its message said so: hold on receipt, for what
    * the hand-off vouches for, and claim the full lease in the background (the grant's
-   * `confirmation`). The last attempt, sent at `ticket.sentAt` and answered at server time
-   * `ticket.serverMs`, found no hand-off to claim, so the hold runs at least
-   * `expiresAt − serverMs` past that send. With less than half the window left, claim with a
-   * round trip instead (the attempt's own claim path).
+   * `confirmation`). Only a message with the last attempt's secret counts (the release script
+   * read it from the queue entry; anyone allowed to PUBLISH could send the rest), and only
+   * with a token above the last one that attempt saw. That attempt, sent at `ticket.sentAt`
+   * and answered at server time `ticket.serverMs`, found no hand-off to claim, so the hold
+   * runs at least `expiresAt − serverMs` past that send; never more than the claim window a
+   * release grants. With less than half the window left, claim with a round trip instead (the
+   * attempt's own claim path).
    */
   #holdOnReceipt(req: AcquireRequest<RedisTicket>, ticket: RedisTicket): Grant<RedisGrantData> | undefined {
     const handOff = this.#inbox.handedSince(ticket.waiterId, ticket.mark);
     if (!handOff || (req.kind !== 'mutex' && req.kind !== 'write')) return undefined;
-    const ttlMs = Math.floor(ticket.sentAt + (handOff.expiresAt - ticket.serverMs) - performance.now());
-    if (!(ttlMs >= Math.min(req.ttlMs, CLAIM_MS) / 2)) return undefined;
+    if (ticket.secret === '' || handOff.secret !== ticket.secret || !(BigInt(handOff.token) > ticket.lastToken)) return undefined;
+    const windowMs = Math.min(req.ttlMs, CLAIM_MS);
+    const ttlMs = Math.min(windowMs, Math.floor(ticket.sentAt + (handOff.expiresAt - ticket.serverMs) - performance.now()));
+    // The claim's reply must come well within what the hold vouches for: else the holder
+    // would be told it lost a lock the server granted it for the full ttl. A slow connection
+    // claims with the attempt instead, whose grant counts from its own send.
+    if (!(ttlMs >= windowMs / 2) || !(ticket.rttMs < ttlMs / 4)) return undefined;
+    // A reply after this may come after the core gave the lease up (its deadline is at least
+    // half the ttl away, whatever the driftFactor, less its loss guard): such a claim is
+    // given back and reported lost, so that no server-side lease outlives its holder.
+    const vouchedUntil = performance.now() + ttlMs / 2 - lossGuardMs(ttlMs) - 3;
     this.#inbox.forget(ticket.waiterId);
     const field = req.ownerId;
     const confirmation = this.#commands
@@ -218,11 +305,22 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       ])
       .then((ok): Extension => {
         if (ok !== 1) throw new LockLostError(req.lockId, 'not-held', { context: { backend: this.name } });
-        return { ttlMs: req.ttlMs };
+        if (performance.now() < vouchedUntil) return { ttlMs: req.ttlMs };
+        // Too late: the holder may have counted the lock as lost (expired) already. Give back
+        // the full lease the claim took, not block the lock for it, and make the loss certain.
+        this.#giveBack(req, field, handOff.token);
+        throw new LockLostError(req.lockId, 'expired', { context: { backend: this.name } });
       });
     confirmation.catch(() => undefined);
     const token = BigInt(handOff.token);
     return { lockId: req.lockId, kind: req.kind, ownerId: req.ownerId, token, ttlMs, reentered: false, data: { field }, confirmation };
+  }
+
+  /** Release a hold nobody will use (best effort; it passes on to the next in line). */
+  #giveBack(req: AcquireRequest<RedisTicket>, field: string, token: string): void {
+    if (this.#closed) return;
+    const args = [field, KIND_LETTER[req.kind], token, this.#inboxPrefix];
+    this.#commands.eval(RELEASE, lockKeys(this.#prefix, req.lockId), args).catch(() => undefined);
   }
 
   /**
@@ -276,7 +374,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     // message arrives just after this reply): the critical path of a hand-off is its wake-up,
     // not the releaser's next step — say, its own next acquire barging in.
     const clientId = ok.slice(0, ok.indexOf('.'));
-    const heard = Inbox.heard(`${this.#inboxPrefix}${clientId}`, ok, sentAt, HEAR_CAP_MS);
+    const heard = this.#inboxes.heard(`${this.#inboxPrefix}${clientId}`, ok, sentAt, HEAR_CAP_MS);
     if (heard) await heard;
     return true;
   }

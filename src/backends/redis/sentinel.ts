@@ -8,7 +8,7 @@
  */
 import type { RedisOptions } from 'ioredis';
 import { hostList, InvalidArgumentError, redact } from '../kit.js';
-import type { RedisUrlOptions } from './index.js';
+import type { RedisUrlOptions } from './url.js';
 
 /** The scheme of a Sentinel URL (with the colon, as `URL.protocol` has it). */
 export const SENTINEL_PROTOCOL = 'redis-sentinel:';

@@ -3,7 +3,7 @@
  * lease is sent to all masters at once with a short per-node timeout; the attempt wins with
  * a majority and a positive validity; otherwise it is taken back from ALL masters. Each
  * master runs the compare-and-set scripts of scripts.ts through the per-node command layer
- * of the Redis backend (../redis/commands.ts); tokens come from a max-register (token.ts);
+ * shared with the Redis backend (../redis-wire/commands.ts); tokens come from a max-register (token.ts);
  * waiters are woken over pub/sub from any master (wake.ts).
  */
 import { randomBytes } from 'node:crypto';
@@ -23,10 +23,9 @@ import {
   type HolderState,
   type LockState,
 } from '../kit.js';
-import { closeClient, RedisCommands } from '../redis/commands.js';
-import type { RedisClientLike } from '../redis/backend.js';
-import type { RedisSubscriberClient } from '../redis/inbox.js';
-import { keyBase } from '../redis/keys.js';
+import { closeClient, type RedisClientLike, type RedisSubscriberClient } from '../redis-wire/clients.js';
+import { RedisCommands } from '../redis-wire/commands.js';
+import { keyBase } from '../redis-wire/keys.js';
 import { fanOut, granted, majority, quorumError, quorumUnreachable, type NodeReply, type RedlockNode } from './quorum.js';
 import { ACQUIRE, EXTEND, INSPECT, RELEASE } from './scripts.js';
 import { TokenRegister, type RegisterRead } from './token.js';
@@ -212,7 +211,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
 
   /**
    * Compare-and-delete on every master at once; resolves with the replies. `bySource` for
-   * clean-ups that may queue behind a command that timed out (see ../redis/commands.ts).
+   * clean-ups that may queue behind a command that timed out (see ../redis-wire/commands.ts).
    */
   #releaseAll(lockId: string, value: string, bySource = false, quorum?: number): Promise<NodeReply<undefined>[]> {
     const { keys, channel } = this.#keys(lockId);

@@ -25,7 +25,7 @@ import { RedlockBackend, type RedlockBackendOptions } from './backend.js';
 
 export { RedlockBackend, REDLOCK_CAPABILITIES } from './backend.js';
 export type { RedlockBackendOptions, RedlockGrantData, RedlockTicket } from './backend.js';
-export type { RedisClientLike } from '../redis/backend.js';
+export type { RedisClientLike } from '../redis-wire/clients.js';
 
 /** The URL parameters the Redlock backend understands. */
 const PARAMETERS = ['prefix', 'nodeTimeoutMs', 'driftFactor', 'maxExtensions', 'retryJitterMs', 'pollMs'] as const;

@@ -4,8 +4,8 @@
  * classified as granted, refused, error or timeout. See docs/backends/redlock.md.
  */
 import { BackendUnavailableError, QuorumError, type NodeResult } from '../kit.js';
-import type { RedisCommands } from '../redis/commands.js';
-import type { RedisSubscriberClient } from '../redis/inbox.js';
+import type { RedisSubscriberClient } from '../redis-wire/clients.js';
+import type { RedisCommands } from '../redis-wire/commands.js';
 
 /** One independent master. */
 export interface RedlockNode {

@@ -7,7 +7,7 @@
  * that). See docs/backends/redlock.md, "Waiting".
  */
 import { sleep, withDeadline } from '../kit.js';
-import type { RedisSubscriberClient } from '../redis/inbox.js';
+import type { RedisSubscriberClient } from '../redis-wire/clients.js';
 import type { RedlockNode } from './quorum.js';
 
 /** How long a SUBSCRIBE may take before the wait goes on without that master. */

@@ -14,6 +14,7 @@
  * ({@link sharedWakeups}): a commit by any of them wakes the first waiter of another at once,
  * which on MySQL is the difference between a hand-off and a poll.
  */
+import { pollSleep } from '../kit.js';
 
 interface Sleeper {
   /** Queue position; undefined for a waiter without one (woken by every change). */
@@ -50,33 +51,18 @@ export class Wakeups {
   }
 
   #sleep(lockId: string, set: Set<Sleeper>, order: bigint | undefined, ms: number, signal: AbortSignal): Promise<boolean> {
-    return new Promise<boolean>((resolve, reject) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
+    // Dropped from the set as the sleep ends, synchronously: a change that comes after a
+    // wake-up then finds nobody and is remembered for this waiter's next wait.
+    const poll = pollSleep(ms, signal, {
+      jitter: 0.25,
+      onSettled: () => {
         set.delete(sleeper);
         if (set.size === 0 && this.#byId.get(lockId) === set) this.#byId.delete(lockId);
-      };
-      const sleeper: Sleeper = {
-        order,
-        wake: () => {
-          done();
-          resolve(true);
-        },
-      };
-      const onAbort = (): void => {
-        done();
-        reject(signal.reason);
-      };
-      const elapsed = (): void => {
-        done();
-        resolve(false);
-      };
-      // Ref'd: a caller awaiting a lock keeps the process alive (docs/architecture.md).
-      const timer = setTimeout(elapsed, Math.max(1, Math.round(ms * (0.75 + Math.random() * 0.5))));
-      set.add(sleeper);
-      signal.addEventListener('abort', onAbort, { once: true });
+      },
     });
+    const sleeper: Sleeper = { order, wake: poll.wake };
+    set.add(sleeper);
+    return poll.woken;
   }
 
   /** `lockId` changed and `head` waits first (undefined: nobody): wake it, and sleepers without a place. */

@@ -1,7 +1,7 @@
 /**
  * The ZooKeeper backend: Curator's queue recipes over one session per backend, with the
  * session as the lease. The recipes are in queue.ts (mutex, read-write) and semaphore.ts,
- * waiting in wait.ts, the holds and their loss in held.ts, the tree layout in layout.ts.
+ * waiting in wait.ts, the holds and their loss in session-holds.ts, the tree layout in layout.ts.
  * See docs/backends/zookeeper.md.
  */
 import { randomUUID } from 'node:crypto';
@@ -19,9 +19,9 @@ import {
   type Grant,
   type LockState,
 } from '../kit.js';
-import type { Abandonable } from '../../backend.js';
+import type { Abandonable } from '../kit.js';
 import { EVENT } from './driver.js';
-import { HeldTable, type Held } from './held.js';
+import { SessionHolds, type ZkHold } from './session-holds.js';
 import { readLockState } from './inspect.js';
 import { lockPaths, protectedPrefix, type LockPaths } from './layout.js';
 import { Deleter } from './nodes.js';
@@ -77,7 +77,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   #session: ZkSession | undefined;
   #closed = false;
   readonly #deleter = new Deleter();
-  readonly #held = new HeldTable(this.#deleter);
+  readonly #held = new SessionHolds(this.#deleter);
   readonly #host: RecipeHost = {
     op: (s, what, work) => this.#op(s, what, work),
     grant: (req, t, hold, token, drop) => this.#grant(req, t, hold, token, drop),
@@ -246,7 +246,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
         return { granted: true, grant: held.grant };
       }
     }
-    const ref: { held?: Held } = {};
+    const ref: { held?: ZkHold } = {};
     // One round trip reads our nodes' czxids and watches them, so a node deleted under the
     // holder (an operator, an expired session) does not go unnoticed.
     const watch = (path: string) => (type: number) => {
@@ -270,7 +270,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   }
 
   /** The grant of the ticket's nodes `hold` with `token`, tracked from now; the ticket lets go of them. */
-  #hold(req: AcquireRequest<ZkTicket>, t: ZkTicket, hold: readonly string[], token: bigint): Held {
+  #hold(req: AcquireRequest<ZkTicket>, t: ZkTicket, hold: readonly string[], token: bigint): ZkHold {
     const s = t.session;
     const grant: Grant<ZkGrantData> = {
       lockId: req.lockId,

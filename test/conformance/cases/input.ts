@@ -124,7 +124,38 @@ export function inputCases(ctx: SuiteContext): void {
     });
   });
 
-  describe('tiny ttls, many waiters, black-hole servers (issue 9, items 5, 6, 8)', () => {
+  describe('wait bounds: at least one attempt, then wait at most the bound', () => {
+    test('a bound shorter than one attempt still obtains a free lock, on every call', T, async () => {
+      const locker = client();
+      // Connected first: the bound covers connecting too, and this case is about the attempt.
+      await (await locker.lock(id('warm-up'))).release();
+      for (let i = 0; i < 10; i++) {
+        const lockId = id('short-bound');
+        const tried = await locker.tryLock(lockId, { waitMs: 1 });
+        assert.ok(tried, `tryLock({ waitMs: 1 }) on a free lock (call ${i}) got nothing`);
+        await tried.release();
+        const locked = await locker.lock(lockId, { timeoutMs: 1 });
+        assert.ok(locked.token > tried.token);
+        await locked.release();
+      }
+    });
+
+    test('a bound shorter than one attempt on a held lock: not obtained, nothing left behind', T, async () => {
+      const lockId = id('short-bound-held');
+      const held = await client().lock(lockId);
+      const locker = client();
+      await (await locker.lock(id('warm-up'))).release();
+      assert.equal(await locker.tryLock(lockId, { waitMs: 1 }), null);
+      await assert.rejects(locker.lock(lockId, { timeoutMs: 1 }), LockTimeoutError);
+      if (caps.fair) await assert.rejects(locker.lock(lockId, { timeoutMs: 1, fair: true }), LockTimeoutError);
+      await held.release();
+      const next = await client().tryLock(lockId, caps.fair ? { fair: true } : {});
+      assert.ok(next, 'no queue entry of the timed-out calls stands in front');
+      await next.release();
+    });
+  });
+
+  describe('tiny ttls, many waiters, black-hole servers', () => {
     test('a ttl that leaves no valid lease is rejected, stating the minimum', T, async () => {
       const min = minTtlMs(0.01);
       for (const ttlMs of [1, 5, min - 1]) {

@@ -87,5 +87,26 @@ export function leaseCases(ctx: SuiteContext): void {
       assert.equal(res.peek(), 'new');
       await fresh.release();
     });
+
+    test('after an event-loop stall past the ttl the holder knows at once, before any timer runs, that it lost the lock', T, async () => {
+      const lockId = id('stall');
+      const lock = await client().lock(lockId, { ttlMs: shortTtl });
+      // A GC pause, a hung VM, a long synchronous loop: nothing else runs meanwhile.
+      const until = performance.now() + shortTtl * 1.5;
+      while (performance.now() < until) {
+        /* busy on purpose */
+      }
+      assert.equal(lock.held, false);
+      assert.equal(lock.remainingMs(), 0);
+      assert.equal(lock.signal.aborted, true, 'the signal is aborted when read, not when a timer gets to run');
+      const reason: unknown = lock.signal.reason;
+      assert.ok(reason instanceof LockLostError);
+      assert.equal(reason.reason, 'expired');
+      await assert.rejects(lock.extend(), LockLostError);
+      await lock.release();
+      const next = await client().lock(lockId, { timeoutMs: 60_000 });
+      assert.ok(next.token > lock.token);
+      await next.release();
+    });
   });
 }

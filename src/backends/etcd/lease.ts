@@ -26,7 +26,7 @@ export type LeaseEnd = 'expired' | 'revoked' | 'closed';
 const DRIFT = 0.01;
 
 /** One etcd lease and its keep-alive loop. */
-export class LeaseSession {
+export class KeptAliveLease {
   /** The lease id as etcd prints it (decimal). */
   readonly id: string;
   /** The lease id as Go's `concurrency.Mutex` writes it in keys (`%x`). */
@@ -55,10 +55,10 @@ export class LeaseSession {
   }
 
   /** Grant a lease of `ttlMs` (rounded up to whole seconds) and start keeping it alive. */
-  static async grant(client: EtcdClient, ttlMs: number, signal?: AbortSignal): Promise<LeaseSession> {
+  static async grant(client: EtcdClient, ttlMs: number, signal?: AbortSignal): Promise<KeptAliveLease> {
     const sentAt = now();
     const res = await client.leaseGrant(Math.max(1, Math.ceil(ttlMs / 1_000)), signal);
-    const s = new LeaseSession(client, res.ID, Number(res.TTL) * 1_000, sentAt);
+    const s = new KeptAliveLease(client, res.ID, Number(res.TTL) * 1_000, sentAt);
     s.#armLoss();
     // The tick runs twice per keep-alive period, so a stalled stream is noticed early.
     s.#tick = setInterval(() => s.#onTick(), Math.max(50, s.ttlMs / 12));

@@ -63,17 +63,17 @@ interface Frame {
   readonly baton: Baton;
 }
 
-/** What {@link Holds.reenter} found. */
-export type Reentry =
+/** What {@link Reentry.find} found. */
+export type ReentryMatch =
   /** No hold to re-enter: acquire from the backend. */
   | { readonly kind: 'none' }
-  /** Re-enter `lease`; call `done` when the re-entered handle is released. */
-  | { readonly kind: 'reenter'; readonly lease: Lease; readonly done: () => void };
+  /** Re-enter `lease`; call `endTurn` (when there is one: a turn among siblings) when the re-entered handle is released. */
+  | { readonly kind: 'reenter'; readonly lease: Lease; readonly endTurn: (() => void) | undefined };
 
-const NONE: Reentry = { kind: 'none' };
+const NONE: ReentryMatch = { kind: 'none' };
 
-/** The re-entry bookkeeping of one locker. */
-export class Holds {
+/** The re-entry bookkeeping of one locker: which holds a new acquisition may re-enter. */
+export class Reentry {
   readonly #context = new AsyncLocalStorage<ReadonlyMap<string, Frame>>();
   readonly #byOwner = new Map<string, Lease>();
   readonly #lockerId: number;
@@ -94,13 +94,13 @@ export class Holds {
    * Find a hold to re-enter for a new acquisition, waiting for the baton when the context
    * holds it. Semaphores never re-enter (each acquisition is one more permit).
    */
-  reenter(
+  find(
     lockId: string,
     kind: LockKind,
     owner: string | undefined,
     reentrant: boolean | undefined,
     signal: AbortSignal,
-  ): Reentry | Promise<Reentry> {
+  ): ReentryMatch | Promise<ReentryMatch> {
     if (kind === 'semaphore') return NONE;
     const frame = this.#context.getStore()?.get(this.#contextKey(kind, lockId));
     if (frame?.lease.valid && reentrant !== false) {
@@ -117,16 +117,16 @@ export class Holds {
     return this.#byOwnerHold(lockId, kind, owner);
   }
 
-  async #takeTurn(frame: Frame, lockId: string, kind: LockKind, owner: string | undefined, signal: AbortSignal): Promise<Reentry> {
+  async #takeTurn(frame: Frame, lockId: string, kind: LockKind, owner: string | undefined, signal: AbortSignal): Promise<ReentryMatch> {
     const pass = await frame.baton.take(signal);
-    if (frame.lease.valid) return { kind: 'reenter', lease: frame.lease, done: pass };
+    if (frame.lease.valid) return { kind: 'reenter', lease: frame.lease, endTurn: pass };
     pass();
     return this.#byOwnerHold(lockId, kind, owner);
   }
 
-  #byOwnerHold(lockId: string, kind: LockKind, owner: string | undefined): Reentry {
-    const byOwner = owner === undefined ? undefined : this.#byOwner.get(Holds.#ownerKey(kind, lockId, owner));
-    if (byOwner?.valid) return { kind: 'reenter', lease: byOwner, done: () => undefined };
+  #byOwnerHold(lockId: string, kind: LockKind, owner: string | undefined): ReentryMatch {
+    const byOwner = owner === undefined ? undefined : this.#byOwner.get(Reentry.#ownerKey(kind, lockId, owner));
+    if (byOwner?.valid) return { kind: 'reenter', lease: byOwner, endTurn: undefined };
     return NONE;
   }
 
@@ -134,13 +134,13 @@ export class Holds {
   rememberOwner(lease: Lease, owner: string | undefined): void {
     if (owner === undefined) return;
     const g = lease.grant;
-    this.#byOwner.set(Holds.#ownerKey(g.kind, g.lockId, owner), lease);
+    this.#byOwner.set(Reentry.#ownerKey(g.kind, g.lockId, owner), lease);
   }
 
   /** Forget a hold that ended. */
   forget(lease: Lease): void {
     const g = lease.grant;
-    const key = Holds.#ownerKey(g.kind, g.lockId, g.ownerId);
+    const key = Reentry.#ownerKey(g.kind, g.lockId, g.ownerId);
     if (this.#byOwner.get(key) === lease) this.#byOwner.delete(key);
   }
 

@@ -15,17 +15,17 @@ import type { ZkGrantData } from './recipe.js';
 import type { SessionState, ZkSession } from './session.js';
 
 /** One hold, as long as we believe it is ours. */
-export interface Held extends TrackedHold<ZkGrantData> {
+export interface ZkHold extends TrackedHold<ZkGrantData> {
   /** Why our node is gone, once asked. */
   cause: Promise<AsyncLossReason> | undefined;
 }
 
 /**
- * The holds of one backend, by grant data. The lease is the session AND the ttl: a holder
+ * The holds the sessions of one backend carry, by grant data. The lease is the session AND the ttl: a holder
  * that stops renewing must not keep the lock for as long as its session lives, so when the
  * lease we vouched for ends without an extend, we delete our own nodes (the kit's HoldTable).
  */
-export class HeldTable extends HoldTable<ZkGrantData, Held> {
+export class SessionHolds extends HoldTable<ZkGrantData, ZkHold> {
   constructor(deleter: Deleter) {
     super({
       backend: 'zookeeper',
@@ -44,7 +44,7 @@ export class HeldTable extends HoldTable<ZkGrantData, Held> {
   }
 
   /** Our node `path` of `held` is gone: find out why, then tell the holder (once). */
-  async nodeGone(held: Held, path: string): Promise<AsyncLossReason> {
+  async nodeGone(held: ZkHold, path: string): Promise<AsyncLossReason> {
     held.cause ??= whyGone(held.grant.data.session, path);
     const reason = await held.cause;
     this.lose(held, reason, { path });

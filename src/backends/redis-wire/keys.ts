@@ -1,7 +1,8 @@
 /**
  * Where one lock lives in Redis: every key of a lock carries the same `{hash tag}`, so a
- * Redis Cluster keeps them in one slot and one script may touch them all. The layout of each
- * key is in scripts.ts; see docs/backends/redis.md, "Data".
+ * Redis Cluster keeps them in one slot and one script may touch them all. What each key
+ * holds: docs/backends/redis.md, "How it works" (Redis) and docs/backends/redlock.md,
+ * "The algorithm" (Redlock).
  */
 import { createHash } from 'node:crypto';
 

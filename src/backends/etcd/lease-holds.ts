@@ -5,16 +5,16 @@
  */
 import { HoldTable, type TrackedHold } from '../kit.js';
 import type { EtcdGrantData } from './recipe.js';
-import type { LeaseSession } from './session.js';
+import type { KeptAliveLease } from './lease.js';
 
 /** One hold, as long as we believe it is ours. */
-export interface Held extends TrackedHold<EtcdGrantData> {
+export interface EtcdHold extends TrackedHold<EtcdGrantData> {
   /** Stops the watch on our key (set by the backend once the watch is placed). */
   unwatch: (() => void) | undefined;
 }
 
-/** The holds of one backend, by grant data. */
-export class HeldTable extends HoldTable<EtcdGrantData, Held> {
+/** The holds the lease of one backend carries, by grant data, each with a ttl of its own. */
+export class LeaseHolds extends HoldTable<EtcdGrantData, EtcdHold> {
   /** `remove` deletes a hold's key (guarded by its revision) when its own ttl ends. */
   constructor(remove: (data: EtcdGrantData) => void) {
     super({
@@ -35,7 +35,7 @@ export class HeldTable extends HoldTable<EtcdGrantData, Held> {
   }
 
   /** The lease of some holds ended: every one of its holds is lost. */
-  sessionEnded(session: LeaseSession, why: string): void {
+  sessionEnded(session: KeptAliveLease, why: string): void {
     this.loseWhere((h) => h.grant.data.session === session, 'session', { lease: session.hex, why });
   }
 }

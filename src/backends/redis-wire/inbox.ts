@@ -9,18 +9,8 @@
  * docs/backends/redis.md, "Waiting by notification".
  */
 import { BackendUnavailableError, raceAbort } from '../kit.js';
+import type { RedisSubscriberClient } from './clients.js';
 import type { RedisCommands } from './commands.js';
-
-/** The subscriber connection: what pub/sub needs (ioredis `Redis` and `Cluster` both fit). */
-export interface RedisSubscriberClient {
-  subscribe(...channels: string[]): Promise<unknown>;
-  unsubscribe(...channels: string[]): Promise<unknown>;
-  ping(): Promise<unknown>;
-  on(event: 'message', listener: (channel: string, message: string) => void): unknown;
-  on(event: 'ready' | 'close' | 'end', listener: () => void): unknown;
-  on(event: 'error', listener: (err: Error) => void): unknown;
-  disconnect(reconnect?: boolean): void;
-}
 
 /** What the inbox had delivered when an attempt was sent (a later wake-up is not lost). */
 export interface InboxMark {
@@ -36,6 +26,11 @@ export interface HandOff {
   readonly token: string;
   /** Server time (ms) at which the handed hold runs out unless claimed. */
   readonly expiresAt: number;
+  /**
+   * The secret of the waiter's attempt that the release script read from the queue entry:
+   * a message without the current one was not sent by a release (anyone may PUBLISH).
+   */
+  readonly secret: string;
   /** The message count when it arrived (compared with an {@link InboxMark}). */
   readonly seen: number;
 }
@@ -49,10 +44,37 @@ interface Sleeper {
 }
 
 /**
- * The open inboxes of this process, by channel: a release that messaged a waiter of this
- * process lets that waiter go first ({@link Inbox.heard}).
+ * The open inboxes a release may find its waiter in, by channel: a release that messaged a
+ * waiter whose inbox is listed here lets that waiter go first ({@link InboxDirectory.heard}).
+ * A backend lists its own inbox in the directory it was given (by default the process's, {@link InboxDirectory.process});
+ * backends of one process that share a directory let each other's waiters go first too.
  */
-const LOCAL_INBOXES = new Map<string, Inbox>();
+export class InboxDirectory {
+  /** The directory backends use unless given one: shared by every backend of this process. */
+  static readonly process = new InboxDirectory();
+  readonly #inboxes = new Map<string, Inbox>();
+
+  /**
+   * Resolve once the message a release just sent to `waiterId` (on `channel`) was heard, when
+   * that waiter's inbox is listed here: its wake-up (its attempt, or its hold on receipt) then
+   * runs before the releaser's next step — say, the releaser's own next acquire in a hot loop.
+   * Undefined when the waiter is not here or already heard since `sentAt` (the release's send
+   * time); the wait ends after `capMs` at most (a message lost with a dropped subscriber).
+   */
+  heard(channel: string, waiterId: string, sentAt: number, capMs: number): Promise<void> | undefined {
+    return this.#inboxes.get(channel)?.heard(waiterId, sentAt, capMs);
+  }
+
+  /** List `inbox` under `channel`. */
+  add(channel: string, inbox: Inbox): void {
+    this.#inboxes.set(channel, inbox);
+  }
+
+  /** Unlist `inbox` (if `channel` still names it). */
+  remove(channel: string, inbox: Inbox): void {
+    if (this.#inboxes.get(channel) === inbox) this.#inboxes.delete(channel);
+  }
+}
 
 /** The inbox of one client; see the module comment. */
 export class Inbox {
@@ -60,6 +82,7 @@ export class Inbox {
   readonly #channel: string;
   readonly #commands: RedisCommands;
   readonly #healthCheckMs: number;
+  readonly #directory: InboxDirectory;
   #subscriber: RedisSubscriberClient | undefined;
   #readyOnce = false;
   #epoch: number | undefined;
@@ -85,29 +108,26 @@ export class Inbox {
 
   /**
    * `open` makes the subscriber connection (at the first wait); `channel` is this client's
-   * inbox; `commands` bounds the SUBSCRIBE round trip.
+   * inbox; `commands` bounds the SUBSCRIBE round trip; `directory` lists this inbox until
+   * {@link close}.
    */
-  constructor(open: () => RedisSubscriberClient, channel: string, commands: RedisCommands, healthCheckMs: number) {
+  constructor(
+    open: () => RedisSubscriberClient,
+    channel: string,
+    commands: RedisCommands,
+    healthCheckMs: number,
+    directory: InboxDirectory,
+  ) {
     this.#open = open;
     this.#channel = channel;
     this.#commands = commands;
     this.#healthCheckMs = healthCheckMs;
-    LOCAL_INBOXES.set(channel, this);
+    this.#directory = directory;
+    directory.add(channel, this);
   }
 
-  /**
-   * Resolve once the message a release just sent to `waiterId` (on `channel`) was heard, when
-   * that waiter waits in this process: its wake-up (its attempt, or its hold on receipt) then
-   * runs before the releaser's next step — say, the releaser's own next acquire in a hot loop.
-   * Undefined when the waiter is not here or already heard since `sentAt` (the release's send
-   * time); the wait ends after `capMs` at most (a message lost with a dropped subscriber).
-   */
-  static heard(channel: string, waiterId: string, sentAt: number, capMs: number): Promise<void> | undefined {
-    const inbox = LOCAL_INBOXES.get(channel);
-    return inbox ? inbox.#heard(waiterId, sentAt, capMs) : undefined;
-  }
-
-  #heard(waiterId: string, sentAt: number, capMs: number): Promise<void> | undefined {
+  /** See {@link InboxDirectory.heard}: `waiterId` is a waiter of this inbox. */
+  heard(waiterId: string, sentAt: number, capMs: number): Promise<void> | undefined {
     if (this.#epoch === undefined || !this.#localIds.has(waiterId)) return undefined;
     if ((this.#heardAt.get(waiterId) ?? -Infinity) >= sentAt) return undefined;
     let hearers = this.#hearers.get(waiterId);
@@ -205,7 +225,7 @@ export class Inbox {
     this.#handed.clear();
     this.#recheck.clear();
     this.#heardAt.clear();
-    if (LOCAL_INBOXES.get(this.#channel) === this) LOCAL_INBOXES.delete(this.#channel);
+    this.#directory.remove(this.#channel, this);
     for (const hearers of [...this.#hearers.values()]) for (const done of [...hearers]) done();
     const sub = this.#subscriber;
     this.#subscriber = undefined;
@@ -260,12 +280,12 @@ export class Inbox {
 
   /**
    * A message is the id of the waiter that should re-check now, followed for a hand-off by
-   * `|token|expiresAt`; or `<id>|next|<ms>`: the lock was handed to the waiter ahead, so
-   * re-check within that claim window, not now (scripts.ts, `after_release`).
+   * `|token|expiresAt|secret`; or `<id>|next|<ms>`: the lock was handed to the waiter ahead, so
+   * re-check within that claim window, not now (`after_release` in lua/prelude-handoff.lua).
    */
   #onMessage(message: string): void {
     this.#received += 1;
-    const [waiterId = '', token, expiresAt] = message.split('|');
+    const [waiterId = '', token, expiresAt, secret = ''] = message.split('|');
     // A release waiting on this message goes on in the check phase, after every microtask:
     // the waiter's wake-up below (its attempt or claim already written) runs first.
     const hearers = this.#hearers.get(waiterId);
@@ -282,7 +302,7 @@ export class Inbox {
     }
     this.#wokenAt.set(waiterId, this.#received);
     if (token !== undefined && expiresAt !== undefined && /^\d+$/.test(token)) {
-      this.#handed.set(waiterId, { token, expiresAt: Number(expiresAt), seen: this.#received });
+      this.#handed.set(waiterId, { token, expiresAt: Number(expiresAt), secret, seen: this.#received });
     }
     for (const s of [...this.#sleepers]) if (s.waiterId === waiterId) s.wake();
   }

@@ -2,17 +2,12 @@
  * The per-node command layer of the Redis backends: one Lua script per operation, sent with
  * EVALSHA and re-sent with EVAL when the server answers NOSCRIPT (after a restart or
  * `SCRIPT FLUSH`), every command bounded by one deadline. The single-node backend uses one
- * of these; Redlock uses one per master. See docs/backends/redis.md.
+ * of these; Redlock uses one per master. See docs/backends/redis.md, "Connections and failures".
  */
 import { performance } from 'node:perf_hooks';
 import { BackendUnavailableError, MAX_TIMER_MS, unavailable } from '../kit.js';
-import type { LuaScript } from './prelude.js';
-
-/** The commands sent on a main connection (ioredis `Redis` and `Cluster` both fit). */
-export interface RedisCommandClient {
-  evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
-  eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
-}
+import type { RedisCommandClient } from './clients.js';
+import type { LuaScript } from './lua.js';
 
 /** Options of {@link RedisCommands}. */
 export interface RedisCommandsOptions {
@@ -172,18 +167,6 @@ export class RedisCommands {
       context: { node: this.#opts.label },
     });
   }
-}
-
-/** A client the backend may close: ioredis has both; a user's wrapper may have either. */
-export interface ClosableClient {
-  quit?(): Promise<unknown>;
-  disconnect?(reconnect?: boolean): void;
-}
-
-/** Close a client the backend created (disconnect at once; else quit, ignoring a failure). */
-export async function closeClient(c: ClosableClient): Promise<void> {
-  if (c.disconnect) c.disconnect(false);
-  else if (c.quit) await c.quit().catch(() => undefined);
 }
 
 function isNoScript(err: unknown): boolean {

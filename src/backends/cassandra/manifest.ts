@@ -1,0 +1,18 @@
+/**
+ * The cassandra engine's manifest: what connect.ts, package.json, the servers, the fault suite
+ * and the docs need to know about it (docs/architecture.md, "Adding an engine"). It must
+ * not import the engine or its driver: the loader imports them when a URL needs them.
+ */
+import type { EngineManifest } from '../kit.js';
+
+/** The cassandra engine. */
+export const manifest: EngineManifest = {
+  name: 'cassandra',
+  schemes: ['cassandra'],
+  driver: 'cassandra-driver',
+  load: () => import('./index.js'),
+  testScript: 'test:cassandra',
+  servers: ['cassandra'],
+  faultProfiles: ['cassandra'],
+  benchScript: 'bench:cassandra',
+};

@@ -1,0 +1,18 @@
+/**
+ * The etcd engine's manifest: what connect.ts, package.json, the servers, the fault suite
+ * and the docs need to know about it (docs/architecture.md, "Adding an engine"). It must
+ * not import the engine or its driver: the loader imports them when a URL needs them.
+ */
+import type { EngineManifest } from '../kit.js';
+
+/** The etcd engine. */
+export const manifest: EngineManifest = {
+  name: 'etcd',
+  schemes: ['etcd'],
+  driver: 'etcd3',
+  load: () => import('./index.js'),
+  testScript: 'test:etcd',
+  servers: ['etcd'],
+  faultProfiles: ['etcd'],
+  benchScript: 'bench:etcd',
+};

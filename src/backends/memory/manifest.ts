@@ -1,0 +1,17 @@
+/**
+ * The memory engine's manifest: what connect.ts, package.json, the servers, the fault suite
+ * and the docs need to know about it (docs/architecture.md, "Adding an engine"). It must
+ * not import the engine or its driver: the loader imports them when a URL needs them.
+ */
+import type { EngineManifest } from '../kit.js';
+
+/** The memory engine. */
+export const manifest: EngineManifest = {
+  name: 'memory',
+  schemes: ['memory'],
+  load: () => import('./index.js'),
+  testScript: 'test:unit',
+  servers: [],
+  faultProfiles: [],
+  benchScript: 'bench:core',
+};

@@ -1,0 +1,119 @@
+-- One acquisition attempt (the contract: ACQUIRE in src/backends/redis/scripts.ts).
+--@include acquire-free
+--@include prelude
+--@include prelude-handoff
+local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local kind, permits, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local ttl, delay = tonumber(ARGV[4]), tonumber(ARGV[5])
+local fair, wait, wid = ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
+-- stamp: '' or '~<attempt id>', kept in the hold so that UNDO finds what this attempt did.
+local wttl, inbox, secret, stamp = tonumber(ARGV[9]), ARGV[10], ARGV[11], ARGV[12]
+local now, now_us = clock()
+
+-- A new hold with the next fencing token (among other holders or waiters).
+local function grant(rank)
+  local tok = next_token(t, now_us)
+  local field = owner
+  if kind == 's' then field = owner .. '\0' .. tok end
+  redis.call('HSET', h, field, pack(kind, 1, tok, now + ttl, delay, stamp))
+  redis.call('ZADD', x, fmt(now + ttl + delay), field)
+  redis.call('SET', t, tok)
+  touch_holders(h, x, t)
+  if rank then dequeue(q, qx, qw, wid); touch_queue(q, qx, qw, qs) end
+  -- A shared grant may leave room for the next in line: wake it (it re-checks).
+  if kind == 'r' or kind == 's' then
+    local nxt = head(q)
+    if nxt then notify(inbox, nxt, nxt) end
+  end
+  return {1, tok, field}
+end
+
+purge_holders(h, x, now)
+purge_queue(q, qx, qw, now)
+
+-- Re-entry (Redisson's owner -> count hash): the same owner holding the same kind.
+if kind ~= 's' then
+  local v = redis.call('HGET', h, owner)
+  if v then
+    local hk, count, token, exp, dl, hw = parse(v)
+    if hk == kind and exp > now then
+      -- Handed to this very acquisition by a release: claim it, the lease starts now.
+      if wid ~= '' and hw == wid then
+        take_handoff(h, x, t, owner, hk, count, token, exp, ttl, delay, now)
+        return {1, token, owner}
+      end
+      -- The hold lasts as long as its longest lease: each client vouches for its own ttl.
+      if now + ttl > exp then
+        exp = now + ttl
+        redis.call('ZADD', x, fmt(exp + dl), owner)
+        touch_holders(h, x, t)
+      end
+      if stamp ~= '' and (hw == '' or string.sub(hw, 1, 1) == '~') then hw = stamp end
+      redis.call('HSET', h, owner, pack(hk, count + 1, token, exp, dl, hw))
+      dequeue(q, qx, qw, wid)
+      touch_queue(q, qx, qw, qs)
+      return {2, token, owner}
+    end
+  end
+end
+
+-- Can this kind hold together with the current holders?
+local holders = redis.call('HVALS', h)
+local ok
+if kind == 'm' or kind == 'w' then
+  ok = #holders == 0
+else
+  ok = true
+  for _, v in ipairs(holders) do
+    if string.sub(v, 1, 1) ~= kind then ok = false; break end
+  end
+  if ok and kind == 's' and #holders >= permits then ok = false end
+end
+
+-- Does the queue let it through? (Readers never pass a waiting writer, fair or not.)
+local rank = false
+if wid ~= '' then rank = redis.call('ZRANK', q, wid) end
+if ok then
+  local ahead = rank
+  if not ahead then ahead = redis.call('ZCARD', q) end
+  if kind == 'r' then
+    if ahead > 0 then
+      local ids = redis.call('ZRANGE', q, 0, ahead - 1)
+      local kinds = redis.call('HMGET', qw, unpack(ids))
+      for _, k in ipairs(kinds) do
+        if k then
+          local c = string.sub(k, 1, 1)
+          if c == 'm' or c == 'w' then ok = false; break end
+        end
+      end
+    end
+  elseif fair then
+    if kind == 's' then ok = ahead < permits - #holders else ok = ahead == 0 end
+  end
+end
+
+if ok then return grant(rank) end
+
+if wait and wid ~= '' then
+  if not rank then redis.call('ZADD', q, redis.call('INCR', qs), wid) end
+  local f = '0'
+  if fair then f = '1' end
+  -- Rewritten by every attempt: a hand-off message carries this attempt's secret only.
+  redis.call('HSET', qw, wid, kind .. f .. '|' .. fmt(ttl) .. '|' .. fmt(delay) .. '|' .. secret .. '|' .. owner)
+  redis.call('ZADD', qx, fmt(now + wttl), wid)
+  touch_queue(q, qx, qw, qs)
+end
+
+local best = false
+local a = redis.call('ZRANGE', x, 0, 0, 'WITHSCORES')
+if a[2] then best = tonumber(a[2]) end
+local b = redis.call('ZRANGE', qx, 0, 0, 'WITHSCORES')
+if b[2] and b[1] ~= wid then
+  local v = tonumber(b[2])
+  if not best or v < best then best = v end
+end
+local last = redis.call('GET', t) or '0'
+if not best then return {0, -1, fmt(now), last} end
+local hint = best - now
+if hint < 1 then hint = 1 end
+return {0, hint, fmt(now), last}

@@ -1,0 +1,72 @@
+-- Helpers for queue entries, dropping a hold and the fair hand-off after a release.
+-- A waiter id is '<client inbox id>.<n>': the message goes to that client's inbox only.
+local function notify(inbox, wid, payload)
+  redis.call('PUBLISH', inbox .. string.match(wid, '^([^.]*)'), payload)
+end
+local function dequeue(q, qx, qw, wid)
+  if wid == '' then return false end
+  local rank = redis.call('ZRANK', q, wid)
+  if not rank then return false end
+  redis.call('ZREM', q, wid)
+  redis.call('ZREM', qx, wid)
+  redis.call('HDEL', qw, wid)
+  return rank
+end
+-- Remove one hold entirely.
+local function drop(h, x, t, field)
+  if redis.call('HLEN', h) == 1 then
+    redis.call('DEL', h, x)
+  else
+    redis.call('HDEL', h, field)
+    redis.call('ZREM', x, field)
+    touch_holders(h, x, t)
+  end
+end
+-- Claim a hand-off made to this waiter: the lease starts now, for the claimer's ttl and
+-- lockDelay, never shorter than the hold already is (its owner may have re-entered it from
+-- elsewhere meanwhile, vouching for a longer ttl).
+local function take_handoff(h, x, t, field, kind, count, token, exp, ttl, delay, now)
+  if now + ttl > exp then exp = now + ttl end
+  redis.call('HSET', h, field, pack(kind, count, token, exp, delay, ''))
+  redis.call('ZADD', x, fmt(exp + delay), field)
+  touch_holders(h, x, t)
+end
+-- After a hold ended: hand the lock to a fair exclusive head waiter when nobody else holds,
+-- else wake the head. A hand-off is a hold the head must claim (CLAIM, or its next attempt)
+-- within CLAIM_MS: a head that vanished is skipped within that bound (plus its lockDelay, as
+-- it may have held on receipt), not a whole ttl. Its message carries the token, the end of
+-- that window and the secret of the head's last attempt (read here, never sent by anyone
+-- else), so the head may hold on receipt. The next in line is told when to re-check.
+-- Call it only when the queue key exists. Returns the id of the waiter it woke or handed the
+-- lock to, or false.
+local CLAIM_MS = 2000
+local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
+  purge_queue(q, qx, qw, now)
+  local nxt = head(q)
+  if not nxt then return false end
+  local info = redis.call('HGET', qw, nxt)
+  if info and redis.call('EXISTS', h) == 0 then
+    local k, f, ttl, dl, secret, owner = string.match(info, '^(%a)(%d)|(%d+)|(%d+)|([^|]*)|(.*)$')
+    if f == '1' and (k == 'm' or k == 'w') and secret ~= '' then
+      local claim = tonumber(ttl)
+      if claim > CLAIM_MS then claim = CLAIM_MS end
+      local tok = next_token(t, now_us)
+      local delay = tonumber(dl)
+      local at, free = now + claim, now + claim + delay
+      redis.call('HSET', h, owner, pack(k, 1, tok, at, delay, nxt))
+      redis.call('ZADD', x, fmt(free), owner)
+      redis.call('SET', t, tok, 'PXAT', fmt(free + 601000))
+      redis.call('PEXPIREAT', h, fmt(free + 1000))
+      redis.call('PEXPIREAT', x, fmt(free + 1000))
+      -- No touch_queue: removing an entry never moves the latest expiry of the rest later.
+      dequeue(q, qx, qw, nxt)
+      -- Redis writes the last reply queued first: the head's message goes out before the notice.
+      local second = head(q)
+      if second then notify(inbox, second, second .. '|next|' .. fmt(free - now)) end
+      notify(inbox, nxt, nxt .. '|' .. tok .. '|' .. fmt(at) .. '|' .. secret)
+      return nxt
+    end
+  end
+  notify(inbox, nxt, nxt)
+  return nxt
+end

@@ -1,0 +1,59 @@
+-- Helpers every Redis backend script shares: clock, hold records, tokens, expiry upkeep.
+-- The data layout is described in src/backends/redis/scripts.ts.
+local function fmt(n) return string.format('%.0f', n) end
+local function clock()
+  local t = redis.call('TIME')
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
+end
+local function parse(v)
+  local kind, count, token, exp, delay, wid = string.match(v, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
+  return kind, tonumber(count), token, tonumber(exp), tonumber(delay), wid
+end
+local function pack(kind, count, token, exp, delay, wid)
+  return kind .. '|' .. fmt(count) .. '|' .. token .. '|' .. fmt(exp) .. '|' .. fmt(delay) .. '|' .. wid
+end
+local function next_token(t, now_us)
+  local last = tonumber(redis.call('GET', t) or '0')
+  local token = last + 1
+  if now_us > token then token = now_us end
+  return fmt(token)
+end
+local function purge_holders(h, x, now)
+  local dead = redis.call('ZRANGEBYSCORE', x, '-inf', fmt(now))
+  if #dead > 0 then
+    redis.call('HDEL', h, unpack(dead))
+    redis.call('ZREMRANGEBYSCORE', x, '-inf', fmt(now))
+  end
+end
+local function purge_queue(q, qx, qw, now)
+  local dead = redis.call('ZRANGEBYSCORE', qx, '-inf', fmt(now))
+  if #dead > 0 then
+    redis.call('ZREM', q, unpack(dead))
+    redis.call('HDEL', qw, unpack(dead))
+    redis.call('ZREMRANGEBYSCORE', qx, '-inf', fmt(now))
+  end
+end
+local function touch_holders(h, x, t)
+  local last = redis.call('ZRANGE', x, -1, -1, 'WITHSCORES')
+  if last[2] then
+    local at = tonumber(last[2]) + 1000
+    redis.call('PEXPIREAT', h, fmt(at))
+    redis.call('PEXPIREAT', x, fmt(at))
+    -- The counter outlives the holders so a quick re-acquire continues the sequence.
+    redis.call('PEXPIREAT', t, fmt(at + 600000))
+  end
+end
+local function touch_queue(q, qx, qw, qs)
+  local last = redis.call('ZRANGE', qx, -1, -1, 'WITHSCORES')
+  if last[2] then
+    local at = fmt(tonumber(last[2]) + 1000)
+    redis.call('PEXPIREAT', q, at)
+    redis.call('PEXPIREAT', qx, at)
+    redis.call('PEXPIREAT', qw, at)
+    redis.call('PEXPIREAT', qs, at)
+  end
+end
+local function head(q)
+  return redis.call('ZRANGE', q, 0, 0)[1]
+end

@@ -1,0 +1,17 @@
+-- Redlock phase 1 on one master (the contract: ACQUIRE in src/backends/redlock/scripts.ts).
+local l, t = KEYS[1], KEYS[2]
+local value = ARGV[1]
+if not redis.call('SET', l, value, 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', l) ~= value then return {0, redis.call('PTTL', l)} end
+  redis.call('SET', l, value, 'PX', ARGV[2])
+end
+local tm = redis.call('TIME')
+local here = tm[1] * 1000000 + tm[2]
+local last = redis.call('GET', t)
+if last and tonumber(last) > here then here = last end
+if tonumber(ARGV[3]) > tonumber(here) then
+  -- The register outlives the lease by 10 min (600000 ms), as in redlock-fence.lua.
+  redis.call('SET', t, ARGV[3], 'PX', ARGV[2] + 600000)
+  return {1, here, 1}
+end
+return {1, here, 0}

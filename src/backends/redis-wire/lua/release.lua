@@ -1,0 +1,35 @@
+-- Release one hold (the contract: RELEASE in src/backends/redis/scripts.ts).
+local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+local now_us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if not v then return 0 end
+local queued = redis.call('EXISTS', KEYS[4]) == 1
+-- The only holder, not re-entered, nobody queued: delete inline (what drop() does then).
+if not queued and redis.call('HLEN', KEYS[1]) == 1 then
+  local hk, count, tok, exp = string.match(v, '^(%a)|(%d+)|(%d+)|(%d+)|')
+  if hk == ARGV[2] and count == '1' and tok == ARGV[3] and tonumber(exp) > now then
+    redis.call('DEL', KEYS[1], KEYS[2])
+    return 1
+  end
+end
+--@include prelude
+--@include prelude-handoff
+local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local field, kind, token, inbox = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local hk, count, tok, exp, dl, hw = parse(v)
+-- A lease that ran out is not ours any more, even while lockDelay still keeps others out.
+if hk ~= kind or tok ~= token or exp <= now then
+  purge_holders(h, x, now)
+  return 0
+end
+if count > 1 then
+  redis.call('HSET', h, field, pack(hk, count - 1, tok, exp, dl, hw))
+  return 1
+end
+drop(h, x, t, field)
+if queued then
+  local woke = after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
+  if woke then return woke end
+end
+return 1

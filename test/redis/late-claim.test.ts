@@ -1,0 +1,109 @@
+/**
+ * A fair waiter whose command connection is slow (its replies come later than the claim window
+ * it would hold on receipt) is handed the lock: it must hold it for its ttl, as an ordinary
+ * attempt over the same connection does, and not lose it to a claim reply that came "late"
+ * while the server granted the full ttl (which would leave the lock blocked for that ttl).
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { createLocker, type Locker } from '../../src/index.js';
+import { RedisBackend, type RedisClientLike } from '../../src/backends/redis/index.js';
+import { CLAIM } from '../../src/backends/redis/scripts.js';
+import { startFaultProxy, type FaultProxy } from '../../src/testing.js';
+import { startRedis } from '../../scripts/servers/redis.js';
+import type { RunningServer } from '../../scripts/servers/harness.js';
+import { eventually } from '../helpers.js';
+
+/** One-way delay of the slow waiter's commands (its pub/sub connection is not slowed). */
+const LATENCY_MS = 700;
+
+let server: RunningServer;
+let proxy: FaultProxy;
+const lockers: Locker[] = [];
+
+before(async () => {
+  server = await startRedis();
+  proxy = await startFaultProxy({ targetPort: Number(new URL(server.url).port), mode: 'latency', latencyMs: LATENCY_MS });
+});
+
+after(async () => {
+  await Promise.allSettled(lockers.map((l) => l.close()));
+  await proxy.close();
+  await server.stop();
+});
+
+/** A locker whose commands go through `via` (the slow proxy) and whose wake-ups come directly. */
+async function slowCommands(via: FaultProxy = proxy, ttlMs = 10_000): Promise<Locker> {
+  const commands = new Redis(`redis://${via.address}`, { lazyConnect: true });
+  await commands.connect();
+  const client: RedisClientLike = {
+    evalsha: (sha, n, ...args) => commands.evalsha(sha, n, ...args),
+    eval: (src, n, ...args) => commands.eval(src, n, ...args),
+    duplicate: () => new Redis(server.url),
+    disconnect: () => commands.disconnect(),
+  };
+  const l = createLocker(new RedisBackend(client, { ownsClient: true, commandTimeoutMs: 10_000 }), { ttlMs });
+  lockers.push(l);
+  return l;
+}
+
+test(
+  'a hand-off to a waiter with slow replies holds for its ttl, and its release frees the lock at once',
+  { timeout: 60_000 },
+  async () => {
+    const lockId = `late-claim:${randomBytes(6).toString('hex')}`;
+    const a = createLocker(server.url, { ttlMs: 10_000 });
+    lockers.push(a);
+    const b = await slowCommands();
+    const held = await a.lock(lockId, { fair: true });
+    const waiting = b.lock(lockId, { fair: true, timeoutMs: 30_000 });
+    await eventually('b queued', async () => (await a.inspect(lockId)).waiters === 1, 10_000);
+    // Let b's first wait subscribe, re-check (one slow round trip) and go to sleep.
+    await sleep(4 * LATENCY_MS);
+    await held.release();
+    const got = await waiting;
+    // Longer than a hold on receipt would vouch for plus its slow claim reply.
+    await sleep(3 * LATENCY_MS + 1_000);
+    assert.equal(got.signal.aborted, false, `lost: ${String(got.signal.reason)}`);
+    await got.release();
+    const next = await a.tryLock(lockId);
+    assert.ok(next, 'the lock is free after the release');
+    await next.release();
+  },
+);
+
+test('a claim whose reply comes after the hold on receipt ran out gives the lock back', { timeout: 60_000 }, async () => {
+  const lockId = `late-claim-back:${randomBytes(6).toString('hex')}`;
+  // Fast while b queues (so it holds on receipt), slow from the release on.
+  const turn = await startFaultProxy({ targetPort: Number(new URL(server.url).port), mode: 'pass' });
+  try {
+    const a = createLocker(server.url, { ttlMs: 20_000 });
+    lockers.push(a);
+    const b = await slowCommands(turn, 20_000);
+    const held = await a.lock(lockId, { fair: true });
+    const waiting = b.lock(lockId, { fair: true, timeoutMs: 30_000 });
+    await eventually('b queued', async () => (await a.inspect(lockId)).waiters === 1, 10_000);
+    // The claim must not spend its round trips on NOSCRIPT: load it as an earlier claim would have.
+    const admin = new Redis(server.url);
+    await admin.script('LOAD', CLAIM.source);
+    admin.disconnect();
+    turn.setMode('latency', 1_000);
+    await held.release();
+    const got = await waiting;
+    // Its claim lands within the window but answers after what b held on receipt: b's lock
+    // is lost (its validity ran out unconfirmed) and the full lease the claim took is given
+    // back, not left to block the lock for 20 s.
+    await eventually('b lost the lock', () => got.signal.aborted, 10_000);
+    await eventually(
+      'a takes the lock again',
+      async () => (await a.tryLock(lockId).then((l) => l?.release().then(() => true))) === true,
+      10_000,
+      100,
+    );
+  } finally {
+    await turn.close();
+  }
+});
