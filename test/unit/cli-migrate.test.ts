@@ -87,8 +87,10 @@ test('the printed DDL is what PostgreSQL and MariaDB accept', async () => {
   assert.equal((await cli(['run', '-b', myUrl, 'job', 'true'])).code, 0);
 });
 
-test('migrate on an unreachable database exits 69', async () => {
+test('migrate on an unreachable database (PostgreSQL, Cassandra) exits 69', async () => {
   const closed = await freePort();
   const result = await cli(['migrate', '-b', `postgres://locksmith:secret@127.0.0.1:${closed}/locksmith`]);
   assert.equal(result.code, EXIT.UNAVAILABLE, result.stderr);
+  const cassandra = await cli(['migrate', '-b', `cassandra://127.0.0.1:${closed}/locks_ks`]);
+  assert.equal(cassandra.code, EXIT.UNAVAILABLE, cassandra.stderr);
 });
