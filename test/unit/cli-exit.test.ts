@@ -66,11 +66,15 @@ test('row 64: bad usage (unknown option, no command, bad duration, -c with a com
   }
 });
 
-test('row 69: an unreachable backend, and a Redlock majority that cannot be reached (QUORUM_FAILED)', async () => {
+test('row 69: an unreachable backend (its message whole, etcd too), and a Redlock majority that cannot be reached (QUORUM_FAILED)', async () => {
   const closed = await freePort();
   const down = await cli(['run', '-b', `redis://127.0.0.1:${closed}`, 'x', 'true']);
   assert.equal(down.code, EXIT.UNAVAILABLE, down.stderr);
   assert.match(down.stderr, /BACKEND_UNAVAILABLE/);
+  const etcd = await cli(['run', '-b', `etcd://127.0.0.1:${closed}`, 'x', 'true']);
+  assert.equal(etcd.code, EXIT.UNAVAILABLE, etcd.stderr);
+  assert.match(etcd.stderr, new RegExp(`etcd connect to etcd://127\\.0\\.0\\.1:${closed} failed: .*ECONNREFUSED`));
+  assert.doesNotMatch(etcd.stderr, /Resolution note:\s*$/m, "etcd's message is not cut off");
   const [a, b, c] = [await freePort(), await freePort(), await freePort()];
   const quorum = await cli(['run', '-b', `redlock://127.0.0.1:${a},127.0.0.1:${b},127.0.0.1:${c}`, 'x', 'true']);
   assert.equal(quorum.code, EXIT.UNAVAILABLE, quorum.stderr);
