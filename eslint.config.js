@@ -1,5 +1,6 @@
-// Lint: typescript-eslint's strict set, plus the size limits the project keeps
-// (docs/architecture.md, "Conventions"): no source file over ~450 lines, no function over ~60.
+// Lint: typescript-eslint's strict set, plus the size limits the project keeps in src/ and
+// test/ alike (CONTRIBUTING.md, "Code rules"; docs/architecture.md, "Writing a backend"): no
+// file over ~450 lines, no function over ~60.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
@@ -38,11 +39,43 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/**/*.ts'],
+    files: ['src/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts', 'scripts/**/*.ts'],
     rules: {
       'max-lines': ['error', { max: 450, skipBlankLines: true, skipComments: true }],
       'max-lines-per-function': ['error', { max: 60, skipBlankLines: true, skipComments: true, IIFEs: true }],
+    },
+  },
+  {
+    files: ['src/**/*.ts'],
+    rules: {
       '@typescript-eslint/no-non-null-assertion': 'error',
+    },
+  },
+  {
+    // Written before the limits reached tests and the server harness: their long \`describe\`
+    // bodies and start functions are split by the engineers who own them. Warnings, so that
+    // \`npm run lint\` shows them; take a file off this list once it is within the limits.
+    files: [
+      'scripts/servers/cassandra.ts',
+      'scripts/servers/etcd.ts',
+      'scripts/servers/mariadb.ts',
+      'scripts/servers/postgres.ts',
+      'scripts/servers/redis-sentinel.ts',
+      'scripts/servers/redis.ts',
+      'scripts/servers/zookeeper.ts',
+      'test/cassandra/fair.test.ts',
+      'test/etcd/etcdctl.test.ts',
+      'test/mysql/mysql.test.ts',
+      'test/postgres/postgres.test.ts',
+      'test/redis/handoff.test.ts',
+      'test/redis/redis.test.ts',
+      'test/sql/cases.ts',
+      'test/zookeeper/kinds.test.ts',
+      'test/zookeeper/zookeeper.test.ts',
+    ],
+    rules: {
+      'max-lines': ['warn', { max: 450, skipBlankLines: true, skipComments: true }],
+      'max-lines-per-function': ['warn', { max: 60, skipBlankLines: true, skipComments: true, IIFEs: true }],
     },
   },
 );

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:cassandra` — the benchmark matrix (src/bench/) on one Cassandra node
+ * `npm run bench:cassandra` — the benchmark matrix (src/bench-matrix/) on one Cassandra node
  * started by the harness (QUORUM): the backend's fair lock and the shadow-table lock it
  * replaced, in the same run, as docs/backends/cassandra.md describes them:
  * - `locksmith (fair)`: the queue + main row + time service lock; contenders in one process,
@@ -15,7 +15,7 @@
  */
 import { createLocker } from '../src/index.js';
 import { createCassandraBackend, type CassandraBackend } from '../src/backends/cassandra/index.js';
-import { lockerContender, type BenchClient, type Contender, type ServerProbe } from '../src/bench/index.js';
+import { lockerContender, type BenchClient, type Contender, type ServerProbe } from '../src/bench-matrix/index.js';
 import { startCassandra } from '../scripts/servers/cassandra.js';
 import { ShadowBackend } from './cassandra-shadow.js';
 import { main, runEngine } from './common.js';

@@ -1,6 +1,6 @@
 /**
  * What every per-engine benchmark script shares: the environment knobs, and running
- * locksmith and the peers through the one matrix (src/bench/) with printed tables, ratios
+ * locksmith and the peers through the one matrix (src/bench-matrix/) with printed tables, ratios
  * against the best peer and one JSON line per library. A script only starts its engine and
  * lists its contenders; see bench/README.md.
  *
@@ -24,7 +24,7 @@ import {
   type Contender,
   type MatrixOptions,
   type ServerProbe,
-} from '../src/bench/index.js';
+} from '../src/bench-matrix/index.js';
 
 const env = (name: string): string | undefined => {
   const v = process.env[name];

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:etcd` — the benchmark matrix (src/bench/) on a real 3-member etcd cluster
+ * `npm run bench:etcd` — the benchmark matrix (src/bench-matrix/) on a real 3-member etcd cluster
  * started by the harness: locksmith's etcd backend (the Go `concurrency.Mutex` recipe, FIFO)
  * next to `etcdctl lock`, the Go client's own lock, on the same cluster in the same run, with
  * ratios against it. `etcdctl lock` is a process per acquisition (it prints the key once it
@@ -11,7 +11,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
 import { createLocker } from '../src/index.js';
-import { lockerContender, type BenchClient, type BenchHold, type Contender } from '../src/bench/index.js';
+import { lockerContender, type BenchClient, type BenchHold, type Contender } from '../src/bench-matrix/index.js';
 import { startEtcd } from '../scripts/servers/etcd.js';
 import { main, runEngine } from './common.js';
 

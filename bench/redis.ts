@@ -1,5 +1,5 @@
 /**
- * `npm run bench:redis` — the benchmark matrix (src/bench/) on one Redis started by the
+ * `npm run bench:redis` — the benchmark matrix (src/bench-matrix/) on one Redis started by the
  * harness: locksmith (non-fair and fair) next to node-redlock and redis-semaphore, every
  * library on ioredis against the same server in the same run, ratios against the best peer.
  * Idle cost of waiters = commands clients send per second, counted with MONITOR (commands a
@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import Redlock, { type RedlockLock } from 'redlock';
 import { Mutex } from 'redis-semaphore';
 import { createLocker } from '../src/index.js';
-import { lockerContender, type BenchClient, type Contender, type ServerProbe } from '../src/bench/index.js';
+import { lockerContender, type BenchClient, type Contender, type ServerProbe } from '../src/bench-matrix/index.js';
 import { startRedis } from '../scripts/servers/redis.js';
 import { main, runEngine } from './common.js';
 

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:sql` — the benchmark matrix (src/bench/) on a real PostgreSQL and a real
+ * `npm run bench:sql` — the benchmark matrix (src/bench-matrix/) on a real PostgreSQL and a real
  * MariaDB started by the harness: locksmith's lease rows (non-fair and fair) next to the
  * session-bound lock a Node user would otherwise write — `pg_advisory_lock` / `GET_LOCK`, one
  * dedicated connection per client, the server queueing the waiters — on the same server in
@@ -12,7 +12,7 @@
 import pg from 'pg';
 import mysql from 'mysql2/promise';
 import { createLocker } from '../src/index.js';
-import { lockerContender, type BenchClient, type Contender } from '../src/bench/index.js';
+import { lockerContender, type BenchClient, type Contender } from '../src/bench-matrix/index.js';
 import { startPostgres } from '../scripts/servers/postgres.js';
 import { startMariaDb } from '../scripts/servers/mariadb.js';
 import { main, runEngine } from './common.js';

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:zookeeper` — the benchmark matrix (src/bench/) on a 3-node ZooKeeper
+ * `npm run bench:zookeeper` — the benchmark matrix (src/bench-matrix/) on a 3-node ZooKeeper
  * ensemble started by the harness: locksmith's ephemeral-sequential lock (fair by
  * construction) next to Apache Curator's InterProcessMutex (a JVM peer, see
  * zookeeper/curator.ts) and the plain ephemeral-node lock a Node user would otherwise write
@@ -9,9 +9,10 @@
  * Curator out). See docs/benchmarks.md.
  */
 import { createLocker } from '../src/index.js';
-import { ZkSession, createZooKeeperBackend } from '../src/backends/zookeeper/index.js';
+import { createZooKeeperBackend } from '../src/backends/zookeeper/index.js';
+import { ZkSession } from '../src/backends/zookeeper/session.js';
 import { MODE, RC, ZkError } from '../src/backends/zookeeper/driver.js';
-import { lockerContender, type BenchClient, type Contender, type ServerProbe } from '../src/bench/index.js';
+import { lockerContender, type BenchClient, type Contender, type ServerProbe } from '../src/bench-matrix/index.js';
 import { fourLetter, installCurator, startZooKeeper, type RunningZooKeeper } from '../scripts/servers/zookeeper.js';
 import { CuratorJvm, curatorContender } from './zookeeper/curator.js';
 import { main, runEngine } from './common.js';

@@ -249,7 +249,7 @@ export interface Backend<Ticket = unknown, Data = unknown> {
 }
 
 /**
- * Testing only (`abandon()` in `locksmith/testing`): a backend that can drop its
+ * Testing only (`abandon()` in `locksmith-dlm/testing`): a backend that can drop its
  * connections WITHOUT the clean-up a graceful close does (a ZooKeeper close deletes
  * ephemeral nodes at once; a crash leaves them until the session expires) implements this.
  * Not part of the production contract; backends without it are simply closed.

@@ -7,13 +7,13 @@ import { randomBytes } from 'node:crypto';
 import { InvalidArgumentError } from './errors.js';
 import type { Lock } from './lock.js';
 import { sleep } from './util/time.js';
-import { validateDuration } from './options.js';
+import { assertStorable, validateDuration } from './options.js';
 
 /** The part of a Locker an election needs (kept structural to avoid an import cycle). */
 export interface ElectionLocker {
   lock(lockId: string, options?: { signal?: AbortSignal; owner?: string; fair?: boolean; timeoutMs?: number }): Promise<Lock>;
   inspect(lockId: string): Promise<{ holders: readonly { ownerId: string; token: bigint; kind: string; expiresInMs?: number }[] }>;
-  backend(): Promise<{ capabilities: { fair: boolean } }>;
+  backend(): Promise<object & { capabilities: { fair: boolean } }>;
 }
 
 /** Options of {@link Election}. */
@@ -23,7 +23,10 @@ export interface ElectionOptions {
    * At most 200 UTF-8 bytes, no `#`. @default `${hostname}:${pid}`
    */
   readonly id?: string;
-  /** How often `observe()` looks at the lock (ms). @default 500 */
+  /**
+   * How often `observe()` looks at the lock (ms) on backends that cannot watch it; where the
+   * backend can (ZooKeeper), it looks when notified instead. @default 500
+   */
   readonly observeEveryMs?: number;
 }
 
@@ -60,6 +63,8 @@ export class Election {
   readonly #locker: ElectionLocker;
   readonly #observeEveryMs: number;
   #term: Leadership | undefined;
+  /** Pending campaigns: `resign()` aborts them, so a process that stepped down stays down. */
+  readonly #campaigns = new Set<AbortController>();
 
   /** @internal Use `locker.election(name)`. */
   constructor(locker: ElectionLocker, name: string, options: ElectionOptions = {}) {
@@ -71,13 +76,37 @@ export class Election {
 
   /**
    * Resolve when this process leads (waits in arrival order where the backend is fair).
-   * Rejects with the signal's reason when aborted, `LockTimeoutError` after `timeoutMs`.
+   * Rejects with the signal's reason when aborted, `LockTimeoutError` after `timeoutMs`,
+   * and an `AbortError` when `resign()` withdraws it. A term whose lock this process
+   * released (`term.lock.release()`, `await using`) is over: the next call campaigns again.
    */
   async campaign(options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<Leadership> {
-    if (this.#term && !this.#term.signal.aborted) return this.#term;
-    const { fair } = (await this.#locker.backend()).capabilities;
-    const owner = `${this.id}${SEPARATOR}${randomBytes(9).toString('base64url')}`;
-    const lock = await this.#locker.lock(this.name, { ...options, owner, fair });
+    // `held`, not `signal.aborted`: a released handle keeps its signal unaborted.
+    if (this.#term?.lock.held) return this.#term;
+    const withdraw = new AbortController();
+    this.#campaigns.add(withdraw);
+    try {
+      const { fair } = (await this.#locker.backend()).capabilities;
+      const owner = `${this.id}${SEPARATOR}${randomBytes(9).toString('base64url')}`;
+      const signal = options.signal ? AbortSignal.any([options.signal, withdraw.signal]) : withdraw.signal;
+      const lock = await this.#locker.lock(this.name, {
+        ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+        signal,
+        owner,
+        fair,
+      });
+      if (withdraw.signal.aborted) {
+        // Granted in the same turn as resign(): the caller asked not to lead.
+        await lock.release();
+        throw withdraw.signal.reason;
+      }
+      return this.#newTerm(lock);
+    } finally {
+      this.#campaigns.delete(withdraw);
+    }
+  }
+
+  #newTerm(lock: Lock): Leadership {
     const term: Leadership = {
       token: lock.token,
       signal: lock.signal,
@@ -91,8 +120,10 @@ export class Election {
     return term;
   }
 
-  /** Step down if leading (idempotent). */
+  /** Step down if leading, and withdraw every pending `campaign()` (idempotent). */
   async resign(): Promise<void> {
+    for (const c of this.#campaigns) c.abort(new DOMException(`resign() withdrew the campaign for '${this.name}'`, 'AbortError'));
+    this.#campaigns.clear();
     await this.#term?.resign();
   }
 
@@ -111,31 +142,63 @@ export class Election {
 
   /**
    * Leadership changes, as they are seen: the current leader first, then each new leader
-   * (or `undefined` while nobody leads). Looks every `observeEveryMs`; ends when `signal`
-   * aborts.
+   * (or `undefined` while nobody leads). Where the backend can watch the lock (ZooKeeper),
+   * it looks when notified (and every 30 s at the latest); elsewhere every `observeEveryMs`.
+   * Ends when `signal` aborts.
    */
   async *observe(options: { signal?: AbortSignal } = {}): AsyncGenerator<LeaderInfo | undefined> {
     const { signal } = options;
-    let last: string | undefined;
-    while (!signal?.aborted) {
-      const now = await this.leader();
-      const key = now ? `${now.id}@${now.token}` : '';
-      if (key !== last) {
-        last = key;
-        yield now;
+    // Ends the pending wait when the caller aborts or stops iterating (the finally below).
+    const stop = new AbortController();
+    const onAbort = (): void => stop.abort(signal?.reason);
+    if (signal?.aborted) return;
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const backend = await this.#locker.backend();
+      const watcher = isLockWatcher(backend) ? backend : undefined;
+      let last: string | undefined;
+      while (!stop.signal.aborted) {
+        // Armed before the look, so a change between the look and the wait is not missed.
+        const change = watcher ? watcher.watchLock(this.name, WATCH_FALLBACK_MS, stop.signal) : sleep(this.#observeEveryMs, stop.signal);
+        change.catch(() => undefined);
+        const now = await this.leader();
+        const key = now ? `${now.id}@${now.token}` : '';
+        if (key !== last) {
+          last = key;
+          yield now;
+        }
+        try {
+          await change;
+        } catch {
+          return;
+        }
       }
-      try {
-        await sleep(this.#observeEveryMs, signal);
-      } catch {
-        return;
-      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      stop.abort();
     }
   }
+}
+
+/** Without a notification, an observer that watches the lock still looks this often (ms). */
+const WATCH_FALLBACK_MS = 30_000;
+
+/**
+ * An optional backend hook (ZooKeeper has it): resolve once the lock's holders may have
+ * changed, or after `maxMs` at the latest; reject with `signal.reason` when it aborts.
+ */
+interface LockWatcher {
+  watchLock(lockId: string, maxMs: number, signal: AbortSignal): Promise<void>;
+}
+
+function isLockWatcher(backend: object): backend is LockWatcher {
+  return typeof (backend as Partial<LockWatcher>).watchLock === 'function';
 }
 
 function validateParticipant(id: unknown): string {
   if (typeof id !== 'string' || id.length === 0 || id.includes(SEPARATOR) || Buffer.byteLength(id, 'utf8') > 200) {
     throw new InvalidArgumentError('id', `an election participant id must be a non-empty string of at most 200 bytes without '#'`);
   }
+  assertStorable(id, 'id');
   return id;
 }

@@ -34,19 +34,7 @@ export {
   type LossReason,
   type NodeResult,
 } from './errors.js';
-export {
-  MAX_LOCK_ID_BYTES,
-  type Backend,
-  type Capabilities,
-  type AcquireRequest,
-  type AcquireResult,
-  type Grant,
-  type Contended,
-  type Extension,
-  type LockKind,
-  type LockState,
-  type HolderState,
-  type BackendFactory,
-  type ConnectOptions,
-} from './backend.js';
+// What `inspect()` answers and what a `Lock` is. The seam a backend implements (`Backend`,
+// `AcquireRequest`, `Grant`, …) is for backend authors: `locksmith-dlm/backend`.
+export { MAX_LOCK_ID_BYTES, type LockKind, type LockState, type HolderState } from './backend.js';
 export { supportedSchemes } from './connect.js';

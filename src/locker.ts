@@ -179,6 +179,20 @@ export class Locker extends TypedEmitter {
     }
   }
 
+  /**
+   * Chubby's CheckSequencer, for a resource that cannot store the last token itself: true
+   * when `token` belongs to a current holder of `lockId` as the backend sees it now (for
+   * read locks and semaphores: to one of the holders). Only the answer's moment is
+   * covered: a resource acts on it at once and still bounds its work by the holder's
+   * validity. See docs/guarantees.md, "Checking a token".
+   */
+  async isCurrent(lockId: string, token: bigint): Promise<boolean> {
+    if (typeof token !== 'bigint') throw new InvalidArgumentError('token', 'token must be a bigint (BigInt(text) reads a stored one)');
+    const state = await this.inspect(lockId);
+    // A holder whose lease ran out on the server (kept only for lockDelay) holds no more.
+    return state.holders.some((h) => h.token === token && (h.expiresInMs === undefined || h.expiresInMs > 0));
+  }
+
   /** The backend's name and capabilities (connects if needed). */
   async backend(): Promise<Backend> {
     this.#assertOpen();

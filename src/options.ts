@@ -140,12 +140,35 @@ const LOCKER_KEYS: ReadonlySet<string> = new Set([
 const MAX_DURATION_MS = 2_147_483_647;
 const MAX_OWNER_BYTES = 256;
 
-/** A lock id: a non-empty string of at most `MAX_LOCK_ID_BYTES` UTF-8 bytes. */
+/**
+ * A NUL or a lone surrogate (UTF-16 that is not valid Unicode). PostgreSQL text cannot hold
+ * a NUL, and Redis and PostgreSQL store a lone surrogate as U+FFFD, so two ids would be one
+ * lock: such strings are refused on every backend (docs/guarantees.md, "Lock ids").
+ */
+// eslint-disable-next-line no-control-regex -- NUL is exactly what is refused
+const UNSTORABLE = /[\u0000\p{Cs}]/u;
+
+/** Refuse a string some engine cannot store exactly (a NUL, a lone surrogate). */
+export function assertStorable(value: string, argument: string): void {
+  const at = value.search(UNSTORABLE);
+  if (at < 0) return;
+  const unit = value.charCodeAt(at);
+  const what = unit === 0 ? 'a NUL character' : `a lone surrogate (\\u${unit.toString(16)})`;
+  throw new InvalidArgumentError(argument, `${argument} contains ${what} at index ${at}; ids must be valid Unicode without NUL`, {
+    context: { index: at },
+  });
+}
+
+/**
+ * A lock id: a non-empty string of at most `MAX_LOCK_ID_BYTES` UTF-8 bytes, valid Unicode
+ * (no lone surrogate) and without NUL, so every backend stores it exactly.
+ */
 export function validateLockId(lockId: unknown, argument = 'lockId'): string {
   if (typeof lockId !== 'string') {
     throw new InvalidArgumentError(argument, `${argument} must be a string, got ${describe(lockId)}`);
   }
   if (lockId.length === 0) throw new InvalidArgumentError(argument, `${argument} must not be empty`);
+  assertStorable(lockId, argument);
   const bytes = Buffer.byteLength(lockId, 'utf8');
   if (bytes > MAX_LOCK_ID_BYTES) {
     throw new InvalidArgumentError(argument, `${argument} is ${bytes} bytes; the limit is ${MAX_LOCK_ID_BYTES} UTF-8 bytes`, {
@@ -169,19 +192,23 @@ export function validateDuration(value: unknown, argument: string, allowZero = f
   return Math.ceil(value);
 }
 
-/** Semaphore permits: an integer ≥ 1. */
+/** The most permits a semaphore may have: what every engine stores exactly (a 32-bit SQL INT column). */
+export const MAX_PERMITS = 2_147_483_647;
+
+/** Semaphore permits: an integer in [1, {@link MAX_PERMITS}]. */
 export function validatePermits(value: unknown): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
-    throw new InvalidArgumentError('permits', `permits must be an integer ≥ 1, got ${describe(value)}`);
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_PERMITS) {
+    throw new InvalidArgumentError('permits', `permits must be an integer in [1, ${MAX_PERMITS}], got ${describe(value)}`);
   }
   return value;
 }
 
-/** An explicit owner id: a non-empty string of at most 256 UTF-8 bytes. */
+/** An explicit owner id: a non-empty string of at most 256 UTF-8 bytes, storable as a lock id is. */
 export function validateOwner(value: unknown): string {
   if (typeof value !== 'string' || value.length === 0) {
     throw new InvalidArgumentError('owner', `owner must be a non-empty string, got ${describe(value)}`);
   }
+  assertStorable(value, 'owner');
   if (Buffer.byteLength(value, 'utf8') > MAX_OWNER_BYTES) {
     throw new InvalidArgumentError('owner', `owner must be at most ${MAX_OWNER_BYTES} UTF-8 bytes`);
   }

@@ -2,7 +2,7 @@
  * Helpers for tests of code that uses locksmith (and for locksmith's own fault tests):
  * {@link abandon} (a client crash), {@link startFaultProxy} (a network partition between one
  * client and its engine) and {@link startFencedStore} (a fenced resource behind a socket that
- * records what it accepted). See docs/testing.md. Import from `locksmith/testing`; never use
+ * records what it accepted). See docs/testing.md. Import from `locksmith-dlm/testing`; never use
  * in production code.
  */
 import { kAbandon, type Locker } from './locker.js';

@@ -8,7 +8,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { BenchClient, Contender } from '../../src/bench/index.js';
+import type { BenchClient, Contender } from '../../src/bench-matrix/index.js';
 
 const SOURCE = fileURLToPath(new URL('./CuratorBench.java', import.meta.url));
 

@@ -33,7 +33,7 @@ export { jitter, pollSleep, type PollSleep, type PollSleepOptions } from '../uti
 export { causeCode, describeCause, unavailable } from '../util/cause.js';
 export { encodeHostList } from '../util/host-list.js';
 export { hostList, UrlParams, type HostPort, type NumberBounds } from '../util/url-params.js';
-export { redact, redactText, secretsOf } from '../util/redact.js';
+export { redact, redactText, secretsOf, urlUserInfo } from '../util/redact.js';
 export { HoldTable, type HoldTableOptions, type TrackedHold } from './hold-table.js';
 export type { EngineManifest } from '../util/engine-manifest.js';
 

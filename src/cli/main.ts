@@ -7,7 +7,7 @@ import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import { createLocker, LocksmithError } from '../index.js';
-import { formatMatrix, runMatrix } from '../bench/index.js';
+import { formatMatrix, runMatrix } from '../bench-matrix/index.js';
 import { chooseBackend, DEFAULT_BACKEND, shownUrl } from './backend.js';
 import { parseCount, parseDuration } from './duration.js';
 import { runDemo } from './demo.js';

@@ -9,13 +9,9 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  cellTtlSeconds,
-  createCassandraBackend,
-  parseCassandraUrl,
-  queueEntry,
-  type CassandraBackend,
-} from '../../src/backends/cassandra/index.js';
+import { createCassandraBackend, type CassandraBackend } from '../../src/backends/cassandra/index.js';
+import { parseCassandraUrl } from '../../src/backends/cassandra/config.js';
+import { cellTtlSeconds, queueEntry } from '../../src/backends/cassandra/tables.js';
 import {
   BackendUnavailableError,
   createLocker,
@@ -362,7 +358,7 @@ describe('cassandra: the time service', () => {
   });
 });
 
-describe('cassandra: hand-off (docs/backends/cassandra.md, "Hand-off")', () => {
+describe('cassandra: hand-off (docs/backends/cassandra.md, "The fair algorithm")', () => {
   test('a release wakes the next waiter of the same process at once, long before its first poll', T, async () => {
     // pollMs=10000 puts the waiter's first poll at least 5 s after its last attempt, and a
     // 60 s ttl its first queue-cell rewrite 20 s out: only the release's wake-up is left.
@@ -435,7 +431,7 @@ describe('cassandra: hand-off (docs/backends/cassandra.md, "Hand-off")', () => {
   });
 });
 
-describe('cassandra: a waiter that sorts before the holder (issue 15, items 1 and 4)', () => {
+describe('cassandra: a waiter that sorts before the holder', () => {
   test('it never holds beside the holder, never runs the counter ahead, and inspect() shows the holder its own token', T, async () => {
     if (!server) throw new Error('cassandra did not start');
     // A fresh keyspace, so that the time-service cell holds only what these clients push.

@@ -1,6 +1,6 @@
 /** A seam request for tests that drive a Cassandra backend directly (not through a locker). */
 import type { AcquireRequest } from '../../src/backend.js';
-import type { CassandraTicket } from '../../src/backends/cassandra/index.js';
+import type { CassandraTicket } from '../../src/backends/cassandra/types.js';
 import { seamRequest } from '../helpers.js';
 
 /** A mutex request of `ownerId` on `lockId`: waiting, fair, 10 s ttl, unless `over` says otherwise. */

@@ -17,14 +17,21 @@ import assert from 'node:assert/strict';
 import { after, afterEach, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
-import type { Capabilities, Locker, LockerOptions } from '../../src/index.js';
+import type { Locker, LockerOptions } from '../../src/index.js';
+import type { Capabilities } from '../../src/backend.js';
 import { abandon } from '../../src/testing.js';
-import { coreCases } from './cases/core.js';
+import { exclusionCases } from './cases/exclusion.js';
+import { waitCases } from './cases/waits.js';
+import { handleCases } from './cases/handle.js';
+import { ruleCases } from './cases/rules.js';
+import { seamCases } from './cases/seam.js';
 import { leaseCases } from './cases/leases.js';
 import { reentryCases } from './cases/reentry.js';
 import { kindCases } from './cases/kinds.js';
 import { inputCases } from './cases/input.js';
 import { electionCases } from './cases/election.js';
+import { edgeCases } from './cases/edges.js';
+import { sequencerCases } from './cases/sequencer.js';
 
 /** What a backend's test file hands to {@link conformance}. */
 export interface ConformanceTarget {
@@ -87,12 +94,18 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
     afterEach(async () => {
       await Promise.allSettled(open.splice(0).map((l) => l.close()));
     });
-    coreCases(ctx);
+    exclusionCases(ctx);
+    waitCases(ctx);
+    handleCases(ctx);
+    ruleCases(ctx);
+    seamCases(ctx);
     leaseCases(ctx);
     reentryCases(ctx);
     kindCases(ctx);
     inputCases(ctx);
     electionCases(ctx);
+    edgeCases(ctx);
+    sequencerCases(ctx);
 
     after(() => {
       process.off('unhandledRejection', onUnhandled);

@@ -8,12 +8,13 @@ import { createLocker } from '../../src/index.js';
 import { createMysqlBackend, migrate } from '../../src/backends/mysql/index.js';
 import { adminMariaDb, startMariaDb } from '../../scripts/servers/mariadb.js';
 import { useServer } from '../helpers.js';
-import { sqlCases } from '../sql/cases.js';
+import { sqlCases, type SqlTarget } from '../sql/cases.js';
+import { sqlSweepCases } from '../sql/sweep.js';
 
 const server = await useServer(() => startMariaDb());
 const node = server.nodes[0]!;
 
-sqlCases({
+const target: SqlTarget = {
   name: 'mysql (MariaDB)',
   url: `${server.url}?migrate=true`,
   restart: () => node.restart(),
@@ -38,7 +39,23 @@ sqlCases({
     ]);
     return async () => Number(((await adminMariaDb(server.socket, [`SELECT n FROM locksmith.${table}_n`])) as { n: unknown }[])[0]?.n);
   },
-});
+  rowsOf: async (lockId) => {
+    const count = async (table: string): Promise<number> =>
+      Number(
+        (
+          (await adminMariaDb(server.socket, [`SELECT count(*) AS n FROM locksmith.${table} WHERE lock_id = '${lockId}'`])) as {
+            n: unknown;
+          }[]
+        )[0]?.n,
+      );
+    return { locks: await count('locksmith_locks'), holders: await count('locksmith_holders'), queue: await count('locksmith_queue') };
+  },
+  exec: async (sql) => {
+    await adminMariaDb(server.socket, [`USE locksmith`, sql]);
+  },
+};
+sqlCases(target);
+sqlSweepCases(target);
 
 describe('mysql: scheme alias and pools', () => {
   test('mariadb:// is the same backend', { timeout: 60_000 }, async () => {

@@ -11,7 +11,8 @@ import { createLocker, type Locker } from '../../src/index.js';
 import { createPostgresBackend, migrate } from '../../src/backends/postgres/index.js';
 import { admin, startPostgres } from '../../scripts/servers/postgres.js';
 import { useServer, waitingOn } from '../helpers.js';
-import { sqlCases } from '../sql/cases.js';
+import { sqlCases, type SqlTarget } from '../sql/cases.js';
+import { sqlSweepCases } from '../sql/sweep.js';
 
 const server = await useServer(() => startPostgres());
 /**
@@ -22,7 +23,7 @@ const KILL_POOLED =
   "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = 'locksmith' AND pid <> pg_backend_pid() AND query NOT LIKE 'LISTEN %'";
 const node = server.nodes[0]!;
 
-sqlCases({
+const target: SqlTarget = {
   name: 'postgres',
   url: `${server.url}?migrate=true`,
   restart: () => node.restart(),
@@ -48,7 +49,17 @@ sqlCases({
     );
     return async () => Number((await admin(node.port, [`SELECT n FROM ${table}_n`], 'locksmith'))[0]?.['n']);
   },
-});
+  rowsOf: async (lockId) => {
+    const count = async (table: string): Promise<number> =>
+      Number((await admin(node.port, [`SELECT count(*) AS n FROM ${table} WHERE lock_id = '${lockId}'`], 'locksmith'))[0]?.['n']);
+    return { locks: await count('locksmith_locks'), holders: await count('locksmith_holders'), queue: await count('locksmith_queue') };
+  },
+  exec: async (sql) => {
+    await admin(node.port, [sql], 'locksmith');
+  },
+};
+sqlCases(target);
+sqlSweepCases(target);
 
 describe('postgres: wake-ups and pools', () => {
   const lockers: Locker[] = [];

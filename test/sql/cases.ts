@@ -1,5 +1,5 @@
 /**
- * Cases both SQL engines must pass beyond the conformance suite (issue 11): the database
+ * Cases both SQL engines must pass beyond the conformance suite: the database
  * restarted under a held lock, a holder's connections killed, clients with skewed clocks,
  * a 1024-byte lock id, missing tables, bad URL parameters.
  */
@@ -36,6 +36,10 @@ export interface SqlTarget {
    * statement is one); resolves a reader of the count.
    */
   countInserts(table: string): Promise<() => Promise<number>>;
+  /** How many rows of `lockId` each lock table of the default prefix has (read as an admin). */
+  rowsOf(lockId: string): Promise<{ locks: number; holders: number; queue: number }>;
+  /** Run one statement on the lock tables' database as an admin. */
+  exec(sql: string): Promise<void>;
 }
 
 /** Register the cases. */

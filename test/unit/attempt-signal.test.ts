@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import { test } from 'node:test';
-import { createLocker, LockerClosedError, type AcquireRequest } from '../../src/index.js';
-import { MemoryBackend } from '../../src/backends/memory/index.js';
-import type { MemoryTicket } from '../../src/backends/memory/index.js';
+import { createLocker, LockerClosedError } from '../../src/index.js';
+import type { AcquireRequest } from '../../src/backend.js';
+import { MemoryBackend, type MemoryTicket } from '../../src/backends/memory/backend.js';
 
 let n = 0;
 

@@ -18,7 +18,7 @@ import {
   runMatrix,
   type BenchClient,
   type Contender,
-} from '../../src/bench/index.js';
+} from '../../src/bench-matrix/index.js';
 
 let n = 0;
 const memory = (): string => `memory://bench-unit-${++n}`;

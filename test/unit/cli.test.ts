@@ -11,7 +11,7 @@ import { runWithLock, type RunOptions } from '../../src/cli/run.js';
 import { describeOwner } from '../../src/cli/status.js';
 import { FaultyBackend } from './faulty.js';
 import { parseDuration } from '../../src/cli/duration.js';
-import { jainIndex, longestStreak, percentiles } from '../../src/bench/index.js';
+import { jainIndex, longestStreak, percentiles } from '../../src/bench-matrix/index.js';
 import { waitingOn } from '../helpers.js';
 
 /** Run the CLI and capture what it prints as results. */

@@ -1,5 +1,5 @@
 /**
- * The fault proxy and the fenced store of `locksmith/testing`, against a plain TCP echo
+ * The fault proxy and the fenced store of `locksmith-dlm/testing`, against a plain TCP echo
  * server: every mode switched at run time, and the store's fencing and history per mode.
  */
 import assert from 'node:assert/strict';

@@ -4,7 +4,7 @@
  * it exercises the core's reaction to a backend that is slow or unreachable.
  */
 import type { AcquireRequest, AcquireResult, Backend, Extension, Grant, LockState } from '../../src/backend.js';
-import { MemoryBackend, type MemoryTicket } from '../../src/backends/memory/index.js';
+import { MemoryBackend, type MemoryTicket } from '../../src/backends/memory/backend.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export class FaultyBackend implements Backend<MemoryTicket, undefined> {

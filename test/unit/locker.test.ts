@@ -9,9 +9,9 @@ import {
   isLocksmithError,
   LocksmithError,
   UnsupportedError,
-  type Backend,
 } from '../../src/index.js';
-import { MemoryBackend, type MemoryTicket } from '../../src/backends/memory/index.js';
+import type { Backend } from '../../src/backend.js';
+import { MemoryBackend, type MemoryTicket } from '../../src/backends/memory/backend.js';
 import { FaultyBackend } from './faulty.js';
 
 const table = (): string => `unit-${randomBytes(4).toString('hex')}`;

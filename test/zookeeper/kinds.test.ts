@@ -9,7 +9,9 @@ import { after, before, describe, test } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLocker, LockTimeoutError, type Lock, type Locker } from '../../src/index.js';
-import { ZkSession, createZooKeeperBackend, encodeLockId, lockPaths } from '../../src/backends/zookeeper/index.js';
+import { createZooKeeperBackend } from '../../src/backends/zookeeper/index.js';
+import { ZkSession } from '../../src/backends/zookeeper/session.js';
+import { encodeLockId, lockPaths } from '../../src/backends/zookeeper/layout.js';
 import { startZooKeeper, type RunningZooKeeper } from '../../scripts/servers/zookeeper.js';
 import { eventually, waitingOn } from '../helpers.js';
 

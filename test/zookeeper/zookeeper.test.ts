@@ -10,15 +10,10 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { performance } from 'node:perf_hooks';
 import { BackendUnavailableError, InvalidArgumentError, LockLostError, createLocker, type Lock, type Locker } from '../../src/index.js';
-import {
-  ZooKeeperBackend,
-  ZkSession,
-  createProtectedNode,
-  createZooKeeperBackend,
-  decodeLockId,
-  encodeLockId,
-  type ProtectedCreateSession,
-} from '../../src/backends/zookeeper/index.js';
+import { ZooKeeperBackend, createZooKeeperBackend } from '../../src/backends/zookeeper/index.js';
+import { ZkSession } from '../../src/backends/zookeeper/session.js';
+import { createProtectedNode, type ProtectedCreateSession } from '../../src/backends/zookeeper/nodes.js';
+import { decodeLockId, encodeLockId } from '../../src/backends/zookeeper/layout.js';
 import { MODE, RC, ZkError } from '../../src/backends/zookeeper/driver.js';
 import { eventually as eventuallyWithin, faultProxy, lossOf } from '../helpers.js';
 import { startZooKeeper, type RunningZooKeeper } from '../../scripts/servers/zookeeper.js';

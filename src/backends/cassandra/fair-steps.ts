@@ -77,7 +77,7 @@ export class FairSteps {
     this.#held.clear();
   }
 
-  /** A new ticket: listing 5's entry name, taken from the time service now. */
+  /** A new ticket: the queue entry's name (time-service time + ownerId, step 2 of the fair algorithm), taken now. */
   ticket(req: Req, shard: bigint): FairTicket {
     const entry = queueEntry(this.#time.now(), req.ownerId);
     return {

@@ -10,7 +10,7 @@ import type { Candidate, FairTicket } from './types.js';
 
 const FAILED: Result = { granted: false, contended: { ticket: undefined } };
 
-/** Listing 7, one call. */
+/** One `tryLock` (docs/backends/cassandra.md, "The fair algorithm", `wait: false`), one call. */
 export async function tryLockOnce(steps: FairSteps, req: Req): Promise<Result> {
   const { lockId, signal } = req;
   const { tables, rows } = steps;
@@ -39,7 +39,7 @@ export async function tryLockOnce(steps: FairSteps, req: Req): Promise<Result> {
 }
 
 /**
- * Listing 7 steps 4–10 for the first in line: take the token, then look until alone. Other
+ * tryLock's step 4 for the first in line: take the token, then look until alone. Other
  * cells beside ours are racers that are not first: they leave (theorem 3), so the first
  * keeps trying while it stays first and its cell surely lives, not a fixed number of times.
  */

@@ -1,6 +1,6 @@
 /**
- * The fair queue lock (docs/backends/cassandra.md, "The fair lock") with a prepared hand-off. See
- * docs/backends/cassandra.md, "The fair algorithm" and "Hand-off", for the argument.
+ * The fair queue lock (docs/backends/cassandra.md, "The fair algorithm") with a prepared
+ * hand-off. The same section, with its theorems and its paragraph on waiting, is the argument.
  *
  * Per lockId a *queue* partition (entries named by time-service time + ownerId, so they
  * sort by arrival) and a *main* partition (cells named by ownerId), both per shard of the
@@ -48,7 +48,7 @@ export class FairLock {
     this.#scope = scope;
   }
 
-  /** One attempt: listing 7 for a one-shot tryLock, else a round of listing 6. */
+  /** One attempt: the one-shot tryLock path for `wait: false`, else one round of steps 1–4 of the fair algorithm. */
   async acquire(req: Req): Promise<Result> {
     if (!req.wait) return tryLockOnce(this.#steps, req);
     const known = req.ticket?.algorithm === 'fair' ? req.ticket : undefined;
@@ -141,7 +141,7 @@ export class FairLock {
     ]);
   }
 
-  /** Enqueue (listing 6 step 1) while reading the main row, then look. */
+  /** Enqueue (step 2 of the fair algorithm) while reading the main row, then look. */
   async #firstRound(req: Req, t: FairTicket): Promise<Result> {
     const { lockId, signal } = req;
     const counter = await this.#t.counter(lockId, signal);

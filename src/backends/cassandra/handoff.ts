@@ -7,7 +7,7 @@
  *
  * Only liveness depends on this: a wake-up makes a waiter look again sooner, the database
  * decides. Waiters of other processes, and a lost wake-up, are covered by the polls of
- * `pollInterval`. See docs/backends/cassandra.md, "Hand-off".
+ * `pollInterval`. See docs/backends/cassandra.md, "The fair algorithm", its paragraph on waiting.
  */
 import { jitter, pollSleep } from '../kit.js';
 
@@ -144,7 +144,7 @@ const clamp = (x: number, lo: number, hi: number): number => Math.min(hi, Math.m
 
 /**
  * How long a waiter sleeps before it looks again, jittered ×0.5–1.5 so that waiters do not
- * poll in step (see docs/backends/cassandra.md, "Hand-off"):
+ * poll in step (see docs/backends/cassandra.md, "The fair algorithm", its paragraph on waiting):
  * - one that a local waiter or holder will wake: about once a second, and no reads;
  * - the next in line (or the first): every `pollMs`, slowing to 10 × `pollMs` as the
  *   holder's hold grows long (a tenth of the hold so far): a long hold pays few reads,

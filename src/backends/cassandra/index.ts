@@ -13,13 +13,14 @@
 import { encodeHostList, type Backend, type ConnectOptions } from '../kit.js';
 import { CassandraBackend, type CassandraBackendOptions } from './backend.js';
 
+// The entry is what a user needs: the factories, the backend, its options and the types its
+// public members name. The algorithms' tables, tickets and time service are internals; tests
+// import them from their modules.
 export { CassandraBackend, type CassandraBackendOptions } from './backend.js';
-export { parseCassandraUrl, type CassandraSettings, type CassandraConsistency } from './config.js';
-export { TimeService, systemMicroClock, type MicroClock } from './time-service.js';
-export { cellTtlSeconds, queueEntry } from './tables.js';
+export type { CassandraSettings, CassandraConsistency } from './config.js';
+export type { MicroClock } from './time-service.js';
 export { cassandraDdl } from './schema.js';
 export type { StatementCounts } from './session.js';
-export type { CassandraGrantData, CassandraTicket, FairGrantData, FairTicket } from './types.js';
 
 /** Factory used by `createLocker('cassandra://…')`. */
 export function createBackend(url: URL, options: ConnectOptions = {}): Promise<Backend> {

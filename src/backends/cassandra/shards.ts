@@ -3,8 +3,8 @@
  * names the current shard, and a holder's cells stay in the shard where it was granted, so
  * every look reads the current shard and the one before. A lock's partitions therefore
  * receive at most about `shardSize` grants each and are then never written again: their
- * tombstones stay bounded. See docs/backends/cassandra.md, "Shard rotation" and
- * "Tombstones".
+ * tombstones stay bounded. See docs/backends/cassandra.md, "The fair algorithm" (its
+ * paragraph on shard rotation) and "Tombstones".
  */
 import type { LockTables, MainCell } from './tables.js';
 

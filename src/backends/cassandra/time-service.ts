@@ -1,5 +1,5 @@
 /**
- * The time service (docs/backends/cassandra.md, "Time"): a never-decreasing microsecond time shared by every
+ * The time service (docs/backends/cassandra.md, "The time service"): a never-decreasing microsecond time shared by every
  * client, used to name queue entries so that the queue sorts by arrival even when the
  * clients' clocks disagree.
  *

@@ -390,7 +390,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
   }
 
   /**
-   * Testing only (`abandon()` in `locksmith/testing`): stop keeping the lease alive without
+   * Testing only (`abandon()` in `locksmith-dlm/testing`): stop keeping the lease alive without
    * revoking it, so its keys go only when etcd expires it (a crash).
    */
   async abandon(): Promise<void> {

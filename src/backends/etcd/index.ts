@@ -18,21 +18,21 @@ import {
   withDeadline,
   type Backend,
   type ConnectOptions,
+  urlUserInfo,
 } from '../kit.js';
 import { EtcdBackend, type EtcdBackendOptions } from './backend.js';
 
-export { EtcdBackend, ETCD_CAPABILITIES, type EtcdBackendOptions, type EtcdStats } from './backend.js';
-/** The lease of a backend, for tools and tests. */
-export { KeptAliveLease, type LeaseEnd } from './lease.js';
-/** How a lock id maps to keys (see docs/backends/etcd.md, "Keys"). */
-export { decodeLockId, encodeLockId, lockPrefix } from './layout.js';
-/** The seam types of this backend. */
-export type { EtcdGrantData, EtcdTicket } from './recipe.js';
+// The entry is what a user needs: the factories, the backend and its options. Tools and
+// tests that look at the keys or the lease import layout.ts and lease.ts directly.
+export { EtcdBackend, type EtcdBackendOptions, type EtcdStats } from './backend.js';
 
 /** The URL parameters the backend understands. */
 const PARAMETERS = ['prefix', 'leaseTtlMs', 'operationTimeoutMs'] as const;
 
-/** The backend options of a parsed `etcd://` URL (throws `InvalidArgumentError`). */
+/**
+ * The backend options of a parsed `etcd://` URL (throws `InvalidArgumentError`).
+ * @internal
+ */
 export function etcdOptions(url: URL): EtcdBackendOptions {
   if (url.protocol !== 'etcd:') throw new InvalidArgumentError('url', `not an etcd URL: ${redact(url)}`);
   if (url.pathname !== '' && url.pathname !== '/') {
@@ -45,7 +45,7 @@ export function etcdOptions(url: URL): EtcdBackendOptions {
     prefix: q.string('prefix') ?? '',
     leaseTtlMs: q.int('leaseTtlMs', 10_000, { min: 1 }),
     ...(operationTimeoutMs !== undefined ? { operationTimeoutMs } : {}),
-    ...(url.username ? { username: decodeURIComponent(url.username), password: decodeURIComponent(url.password) } : {}),
+    ...credentials(url),
   };
 }
 
@@ -84,4 +84,10 @@ export async function createBackend(url: URL, options: ConnectOptions = {}): Pro
     }
     throw unavailable('etcd', `connect to ${redact(url)}`, err);
   }
+}
+
+/** The URL's user name and password for etcd auth; a malformed %-escape is an InvalidArgumentError. */
+function credentials(url: URL): { username?: string; password?: string } {
+  const { username, password } = urlUserInfo(url);
+  return username === undefined ? {} : { username, password: password ?? '' };
 }

@@ -1,5 +1,5 @@
 /**
- * Waiting for a change (docs/backends/etcd.md, "Waiting"): a watch on the one key the
+ * Waiting for a change (docs/backends/etcd.md, "The recipe"): a watch on the one key the
  * waiter is behind (or, for a semaphore waiting on permits, on the lock's keys), started
  * at the revision right after the listing it decided from, so a deletion between that
  * listing and the watch is still delivered. A bounded fallback poll covers a watch stream

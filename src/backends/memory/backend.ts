@@ -145,7 +145,8 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
     if (!e) return;
     if (ticket) this.#store.removeWaiter(e, ticket.waiter);
     else if (req.freshOwner) {
-      // An attempt that failed in flight: drop whatever hold of this owner it left.
+      // An attempt that failed in flight: drop whatever hold or queue entry of this owner it left.
+      for (const w of e.queue.filter((q) => q.ownerId === req.ownerId)) this.#store.removeWaiter(e, w);
       const before = e.holders.length;
       e.holders = e.holders.filter((h) => h.ownerId !== req.ownerId);
       if (e.holders.length !== before) this.#store.changed(e);

@@ -10,7 +10,7 @@
 import { InvalidArgumentError, UrlParams, type Backend, type ConnectOptions } from '../kit.js';
 import { MemoryBackend } from './backend.js';
 
-export { MemoryBackend, MEMORY_CAPABILITIES, resetMemoryTables, type MemoryTicket } from './backend.js';
+export { MemoryBackend } from './backend.js';
 
 /** Factory used by `createLocker('memory://name')`. The URL takes no parameters. */
 export function createBackend(url: URL, _options: ConnectOptions = {}): Backend {

@@ -28,6 +28,8 @@ export interface Waiter {
   readonly kind: LockKind;
   readonly fair: boolean;
   readonly permits: number;
+  /** The acquisition's owner: `cancel()` of an attempt whose reply was lost finds it by this. */
+  readonly ownerId: string;
   /** While asleep in waitForChange: how to wake it. */
   wake: (() => void) | undefined;
   /** A change let it in while it was awake: its next wait returns at once. */
@@ -79,12 +81,15 @@ export class MemoryStore {
 
   /** The entry of `lockId` (created on demand), with expired holders and waiters dropped. */
   entry(lockId: string, now = performance.now()): Entry {
+    const found = this.#entries.get(lockId);
+    // Purging the last expired holder forgets the entry: a grant written into that detached
+    // object would be invisible to every other client (two holders). Look it up again.
+    if (found) this.#purge(found, now);
     let e = this.#entries.get(lockId);
     if (!e) {
       e = { lockId, holders: [], queue: [], awake: new Set(), timer: undefined, timerAt: Number.POSITIVE_INFINITY };
       this.#entries.set(lockId, e);
     }
-    this.#purge(e, now);
     return e;
   }
 
@@ -103,9 +108,10 @@ export class MemoryStore {
   }
 
   /** Queue a new waiter (awake: it is about to sleep in waitForChange). */
-  addWaiter(e: Entry, ask: Ask, now: number, graceMs: number): Waiter {
+  addWaiter(e: Entry, ask: Ask & { readonly ownerId: string }, now: number, graceMs: number): Waiter {
     const w: Waiter = {
       id: this.nextWaiterId++,
+      ownerId: ask.ownerId,
       kind: ask.kind,
       fair: ask.fair,
       permits: ask.permits,

@@ -8,12 +8,12 @@ import mysql from 'mysql2/promise';
 import { InvalidArgumentError, redact, secretsOf, unavailable, UrlParams, type Backend, type ConnectOptions } from '../kit.js';
 import { missingTable, SqlBackend } from '../sql/backend.js';
 import { tablesOf } from '../sql/statements.js';
+import { sqlUrlParts } from '../sql/url.js';
 import { MysqlEngine } from './engine.js';
 import { migrateMysql, type MysqlQueryable } from './schema.js';
 
-export { mysqlDdl, migrateMysql, type MysqlQueryable } from './schema.js';
+export { mysqlDdl, type MysqlQueryable } from './schema.js';
 export { SqlBackend } from '../sql/backend.js';
-export type { SqlTicket } from '../sql/types.js';
 
 /** Options of {@link createMysqlBackend} (the URL parameters of the same names). */
 export interface MysqlOptions {
@@ -23,6 +23,8 @@ export interface MysqlOptions {
   readonly migrate?: boolean;
   /** Poll interval of a waiter (default 50 ms, jittered ±25 %). */
   readonly pollMs?: number;
+  /** How often to sweep expired rows of ids nobody uses any more (ms; 0: never; default 60000). */
+  readonly sweepMs?: number;
   /** Longest wait for another transaction's row lock (default 2000 ms, whole seconds in InnoDB). */
   readonly lockTimeoutMs?: number;
   /** Pool size when the backend creates the pool (default 10). */
@@ -31,21 +33,21 @@ export interface MysqlOptions {
   readonly secrets?: readonly string[];
 }
 
-const PARAMETERS = ['table', 'migrate', 'pollMs', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs'] as const;
+const PARAMETERS = ['table', 'migrate', 'pollMs', 'sweepMs', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs'] as const;
 
-/** The pool settings and backend options of a `mysql://` URL (throws `InvalidArgumentError`). */
+/**
+ * The pool settings and backend options of a `mysql://` URL (throws `InvalidArgumentError`).
+ * @internal
+ */
 export function parseMysqlUrl(url: URL, options: ConnectOptions = {}): { config: mysql.PoolOptions; options: MysqlOptions } {
   if (url.protocol !== 'mysql:' && url.protocol !== 'mariadb:') throw new InvalidArgumentError('url', `not a mysql URL: ${redact(url)}`);
   const q = new UrlParams(url, PARAMETERS);
-  const database = decodeURIComponent(url.pathname.replace(/^\//, ''));
-  if (database.includes('/')) throw new InvalidArgumentError('url', `mysql: malformed database name in ${redact(url)}`);
+  const parts = sqlUrlParts(url, 'mysql');
   const poolSize = q.int('poolSize', 10, { min: 1, max: 1000 });
   const config: mysql.PoolOptions = {
     host: decodeURIComponent(url.hostname.replace(/^\[|\]$/g, '')) || 'localhost',
     port: url.port === '' ? 3306 : Number(url.port),
-    ...(url.username ? { user: decodeURIComponent(url.username) } : {}),
-    ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
-    ...(database ? { database } : {}),
+    ...parts,
     connectionLimit: poolSize,
     connectTimeout: q.int('connectTimeoutMs', options.connectTimeoutMs ?? 10_000, { min: 1 }),
     charset: 'utf8mb4',
@@ -60,6 +62,7 @@ export function parseMysqlUrl(url: URL, options: ConnectOptions = {}): { config:
       table: q.string('table') ?? 'locksmith',
       migrate: q.bool('migrate', false),
       pollMs: q.int('pollMs', 50, { min: 1, max: 60_000 }),
+      sweepMs: q.int('sweepMs', 60_000, { min: 0, max: 86_400_000 }),
       lockTimeoutMs: q.int('lockTimeoutMs', 2_000, { min: 1, max: 60_000 }),
       poolSize,
       secrets: secretsOf(url),
@@ -129,5 +132,10 @@ async function open(pool: mysql.Pool, ownsPool: boolean, o: MysqlOptions): Promi
   const { server, ...variables } = await serverVariables(pool);
   const engine = new MysqlEngine(pool, { tables, batch: ownsPool, lockTimeoutMs: o.lockTimeoutMs ?? 2_000, ...variables, ownsPool });
   // Lockers of this process on the same tables wake each other's head at once (no poll).
-  return new SqlBackend(engine, { pollMs: o.pollMs ?? 50, secrets: o.secrets ?? [], scope: `${server}/${prefix}` });
+  return new SqlBackend(engine, {
+    sweepMs: o.sweepMs ?? 60_000,
+    pollMs: o.pollMs ?? 50,
+    secrets: o.secrets ?? [],
+    scope: `${server}/${prefix}`,
+  });
 }

@@ -8,12 +8,12 @@ import pg from 'pg';
 import { InvalidArgumentError, redact, secretsOf, unavailable, UrlParams, type Backend, type ConnectOptions } from '../kit.js';
 import { missingTable, SqlBackend } from '../sql/backend.js';
 import { tablesOf } from '../sql/statements.js';
+import { sqlUrlParts } from '../sql/url.js';
 import { PgEngine } from './engine.js';
 import { migratePostgres } from './schema.js';
 
-export { postgresDdl, migratePostgres } from './schema.js';
+export { postgresDdl } from './schema.js';
 export { SqlBackend } from '../sql/backend.js';
-export type { SqlTicket } from '../sql/types.js';
 
 /** Options of {@link createPostgresBackend} (the URL parameters of the same names). */
 export interface PostgresOptions {
@@ -23,6 +23,8 @@ export interface PostgresOptions {
   readonly migrate?: boolean;
   /** Longest sleep of a waiter between attempts, the fallback of NOTIFY (default 250 ms). */
   readonly pollMs?: number;
+  /** How often to sweep expired rows of ids nobody uses any more (ms; 0: never; default 60000). */
+  readonly sweepMs?: number;
   /** LISTEN for wake-ups (default true; false behind a transaction-pooling PgBouncer). */
   readonly listen?: boolean;
   /** Longest wait for another transaction's row lock (default 2000 ms). */
@@ -33,23 +35,23 @@ export interface PostgresOptions {
   readonly secrets?: readonly string[];
 }
 
-const PARAMETERS = ['table', 'migrate', 'pollMs', 'listen', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs'] as const;
+const PARAMETERS = ['table', 'migrate', 'pollMs', 'sweepMs', 'listen', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs'] as const;
 
-/** The pool settings and backend options of a `postgres://` URL (throws `InvalidArgumentError`). */
+/**
+ * The pool settings and backend options of a `postgres://` URL (throws `InvalidArgumentError`).
+ * @internal
+ */
 export function parsePostgresUrl(url: URL, options: ConnectOptions = {}): { config: pg.PoolConfig; options: PostgresOptions } {
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
     throw new InvalidArgumentError('url', `not a postgres URL: ${redact(url)}`);
   }
   const q = new UrlParams(url, PARAMETERS);
-  const database = decodeURIComponent(url.pathname.replace(/^\//, ''));
-  if (database.includes('/')) throw new InvalidArgumentError('url', `postgres: malformed database name in ${redact(url)}`);
+  const parts = sqlUrlParts(url, 'postgres');
   const poolSize = q.int('poolSize', 10, { min: 1, max: 1000 });
   const config: pg.PoolConfig = {
     host: decodeURIComponent(url.hostname.replace(/^\[|\]$/g, '')) || 'localhost',
     port: url.port === '' ? 5432 : Number(url.port),
-    ...(url.username ? { user: decodeURIComponent(url.username) } : {}),
-    ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
-    ...(database ? { database } : {}),
+    ...parts,
     max: poolSize + 1,
     connectionTimeoutMillis: q.int('connectTimeoutMs', options.connectTimeoutMs ?? 10_000, { min: 1 }),
     application_name: 'locksmith',
@@ -60,6 +62,7 @@ export function parsePostgresUrl(url: URL, options: ConnectOptions = {}): { conf
       table: q.string('table') ?? 'locksmith',
       migrate: q.bool('migrate', false),
       pollMs: q.int('pollMs', 250, { min: 1, max: 60_000 }),
+      sweepMs: q.int('sweepMs', 60_000, { min: 0, max: 86_400_000 }),
       listen: q.bool('listen', true),
       lockTimeoutMs: q.int('lockTimeoutMs', 2_000, { min: 1, max: 60_000 }),
       poolSize,
@@ -131,7 +134,7 @@ async function open(pool: pg.Pool, ownsPool: boolean, o: PostgresOptions): Promi
     listen: o.listen ?? true,
     ownsPool,
   });
-  const backend = new SqlBackend(engine, { pollMs: o.pollMs ?? 250, secrets: o.secrets ?? [] });
+  const backend = new SqlBackend(engine, { sweepMs: o.sweepMs ?? 60_000, pollMs: o.pollMs ?? 250, secrets: o.secrets ?? [] });
   try {
     await engine.start();
   } catch (err) {

@@ -4,7 +4,7 @@
  */
 import { isIP } from 'node:net';
 import type { RedisOptions } from 'ioredis';
-import { InvalidArgumentError, redact, secretsOf, UrlParams, type ConnectOptions } from '../kit.js';
+import { InvalidArgumentError, redact, secretsOf, UrlParams, urlUserInfo, type ConnectOptions } from '../kit.js';
 import type { RedisBackendOptions } from './backend.js';
 
 /** The URL parameters the Redis backend understands. */
@@ -37,11 +37,12 @@ export function redisOptions(url: URL, options: ConnectOptions = {}): RedisUrlOp
       host,
       port: url.port === '' ? 6379 : Number(url.port),
       db,
-      ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
-      ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+      ...userInfo(url),
       // SNI takes a host name only (an IP there is deprecated, DEP0123).
       ...(url.protocol === 'rediss:' ? { tls: isIP(host) === 0 ? { servername: host } : {} } : {}),
       lazyConnect: true,
+      // close() must not wait ioredis's default 2 s for a server that never answers to let go.
+      disconnectTimeout: 100,
       connectTimeout: Math.min(connectTimeoutMs, 10_000),
       // A command issued while Redis is away fails after one reconnect attempt instead of
       // waiting in the offline queue forever; the backend's own timer bounds it as well.
@@ -58,4 +59,10 @@ export function redisOptions(url: URL, options: ConnectOptions = {}): RedisUrlOp
       ...(healthCheckMs !== undefined ? { healthCheckMs } : {}),
     },
   };
+}
+
+/** The URL's user name and password for ioredis; a malformed %-escape is an InvalidArgumentError. */
+function userInfo(url: URL): { username?: string; password?: string } {
+  const { username, password } = urlUserInfo(url);
+  return { ...(username === undefined ? {} : { username }), ...(password === undefined ? {} : { password }) };
 }

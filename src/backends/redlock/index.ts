@@ -19,6 +19,7 @@ import {
   type Backend,
   type ConnectOptions,
   type NodeResult,
+  urlUserInfo,
 } from '../kit.js';
 import { majority } from './quorum.js';
 import { RedlockBackend, type RedlockBackendOptions } from './backend.js';
@@ -57,9 +58,10 @@ export function redlockOptions(url: URL, options: ConnectOptions = {}): RedlockU
     host,
     port,
     db,
-    ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
-    ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+    ...userInfo(url),
     lazyConnect: true,
+    // close() must not wait ioredis's default 2 s for a server that never answers to let go.
+    disconnectTimeout: 100,
     connectTimeout,
     // A dead master must answer at once (an error), not hold commands in an offline queue.
     maxRetriesPerRequest: 1,
@@ -147,4 +149,10 @@ export async function createBackend(url: URL, options: ConnectOptions = {}): Pro
 async function checkedConnect(client: Redis, db: number): Promise<void> {
   await client.connect();
   if (db !== 0) await client.select(db);
+}
+
+/** The URL's user name and password for ioredis; a malformed %-escape is an InvalidArgumentError. */
+function userInfo(url: URL): { username?: string; password?: string } {
+  const { username, password } = urlUserInfo(url);
+  return { ...(username === undefined ? {} : { username }), ...(password === undefined ? {} : { password }) };
 }

@@ -20,10 +20,11 @@ import {
   type LockState,
 } from '../kit.js';
 import { decide, nextExpiryMs, US, view, type LockView } from './state.js';
-import { big, micros, parseState, Statements } from './statements.js';
+import { big, micros, parseState, Statements, text } from './statements.js';
 import type { HolderRow, LockRow, SqlEngine, SqlResult, SqlTicket, SqlTx, Stmt } from './types.js';
 import { QueueKeepalive } from './keepalive.js';
 import { sharedWakeups, Wakeups } from './wakeups.js';
+import { Sweeper } from './sweep.js';
 
 /** Options of a {@link SqlBackend}. */
 export interface SqlBackendOptions {
@@ -37,6 +38,8 @@ export interface SqlBackendOptions {
    * commits and the engine's notifications wake its waiters.
    */
   readonly scope?: string;
+  /** How often to sweep expired rows of ids nobody uses any more (ms; 0: never). @default 60000 */
+  readonly sweepMs?: number;
 }
 
 /** Without a queue position (a transient conflict), look again after this long. */
@@ -65,6 +68,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   readonly #waiterTtlMs: number;
   readonly #secrets: readonly string[];
   readonly #keepalive: QueueKeepalive;
+  readonly #sweeper: Sweeper;
   #closed = false;
 
   constructor(engine: SqlEngine, options: SqlBackendOptions) {
@@ -85,6 +89,16 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
       waiterTtlMs / 3,
     );
     this.capabilities = sqlCapabilities(engine.notifies);
+    this.#sweeper = new Sweeper(
+      {
+        staleIds: async (limit) => {
+          const [r] = await this.#transaction((tx) => tx.run([this.#st.staleIds(limit)], true), true);
+          return (r?.rows ?? []).map((row) => text(row['lock_id']));
+        },
+        purge: (lockId) => this.#purgeStale(lockId),
+      },
+      options.sweepMs ?? 60_000,
+    );
     engine.onChange((lockId, head) => (lockId === undefined ? this.#wakeups.wakeAll() : this.#wakeups.wake(lockId, head)));
   }
 
@@ -258,6 +272,17 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     }
   }
 
+  /** Delete the expired rows of `lockId` under its lock row; wake its waiters if a waiter row went. */
+  async #purgeStale(lockId: string): Promise<void> {
+    const removed = (rs: readonly SqlResult[]): boolean => rs.some((r) => r.affected > 0);
+    await this.#oneTrip(lockId, this.#st.purgeStale(lockId), removed, () => undefined);
+  }
+
+  /** Sweep expired rows of ids nobody uses any more now (see sweep.ts); resolves with the ids purged. */
+  sweep(): Promise<number> {
+    return this.#sweeper.sweep();
+  }
+
   /**
    * Lock row, `stmts`, the announcement and the COMMIT in one round trip. `changed` tells
    * from the results of `stmts` whether local waiters should be woken; `value` what to return.
@@ -342,6 +367,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     if (this.#closed) return;
     this.#closed = true;
     this.#keepalive.close();
+    this.#sweeper.close();
     // Shared with other backends, whose waiters then look once more: harmless.
     this.#wakeups.wakeAll();
     this.#releaseWakeups();

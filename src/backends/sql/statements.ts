@@ -20,7 +20,8 @@ export function tablesOf(prefix: string): SqlTables {
 
 const KINDS: readonly LockKind[] = ['mutex', 'read', 'write', 'semaphore'];
 
-function text(v: unknown): string {
+/** A text or binary column as a string (MySQL's VARBINARY arrives as a Buffer). */
+export function text(v: unknown): string {
   return Buffer.isBuffer(v) ? v.toString('utf8') : String(v);
 }
 
@@ -71,6 +72,25 @@ export class Statements {
       });
     if (waiters) out.push({ sql: `DELETE FROM ${this.#t.queue} WHERE lock_id = ? AND expires_us <= ?`, params: [lockId, nowUs] });
     return out;
+  }
+
+  /** Up to `limit` lock ids with rows past their lease and lock delay, or waiters past their expiry (no lock taken). */
+  staleIds(limit: number): Stmt {
+    const n = Math.max(1, Math.floor(limit));
+    return {
+      sql: `(SELECT lock_id FROM ${this.#t.holders} WHERE expires_us + lock_delay_ms * 1000 <= ${this.#now} LIMIT ${n})
+            UNION
+            (SELECT lock_id FROM ${this.#t.queue} WHERE expires_us <= ${this.#now} LIMIT ${n})`,
+      params: [],
+    };
+  }
+
+  /** {@link purge} of every stale row of one id, on the clock read in the statement (for the sweep). */
+  purgeStale(lockId: string): Stmt[] {
+    return [
+      { sql: `DELETE FROM ${this.#t.holders} WHERE lock_id = ? AND expires_us + lock_delay_ms * 1000 <= ${this.#now}`, params: [lockId] },
+      { sql: `DELETE FROM ${this.#t.queue} WHERE lock_id = ? AND expires_us <= ${this.#now}`, params: [lockId] },
+    ];
   }
 
   /** Store the counters of the lock row (under its lock: tokens and sequences only grow). */

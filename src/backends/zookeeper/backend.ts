@@ -23,8 +23,9 @@ import type { Abandonable } from '../kit.js';
 import { EVENT } from './driver.js';
 import { SessionHolds, type ZkHold } from './session-holds.js';
 import { readLockState } from './inspect.js';
-import { lockPaths, protectedPrefix, type LockPaths } from './layout.js';
-import { Deleter } from './nodes.js';
+import { lockPaths, parseLeaseData, protectedPrefix, type LockPaths } from './layout.js';
+import { Deleter, reapLockNode } from './nodes.js';
+import { watchQueue } from './observe.js';
 import { attemptQueue } from './queue.js';
 import type { Prefetch, RecipeHost, ZkGrantData, ZkTicket } from './recipe.js';
 import { attemptSemaphore } from './semaphore.js';
@@ -306,8 +307,9 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     }
     if (!s.alive) return;
     if (sweep) this.#deleter.sweep(s, [t.paths.base, t.paths.gate, t.paths.leases], protectedPrefix(t.uuid));
-    const deletes = nodes.filter((n): n is string => n !== undefined).map((n) => this.#deleter.delete(s, n));
-    await this.#op(s, 'delete', Promise.all(deletes)).catch(() => undefined);
+    const ours = nodes.filter((n): n is string => n !== undefined);
+    await this.#op(s, 'delete', Promise.all(ours.map((n) => this.#deleter.delete(s, n)))).catch(() => undefined);
+    if (!only && ours.length > 0) reapLockNode(s, t.paths);
   }
 
   waitForChange(_lockId: string, ticket: ZkTicket | undefined, signal: AbortSignal): Promise<void> {
@@ -323,8 +325,32 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
    * an attempt whose caller gave up deletes what it created when it finishes (tryAcquire),
    * and a create whose reply was lost is found by its uuid (nodes.ts).
    */
-  async cancel(_req: AcquireRequest<ZkTicket>, ticket: ZkTicket | undefined): Promise<void> {
+  async cancel(req: AcquireRequest<ZkTicket>, ticket: ZkTicket | undefined): Promise<void> {
     if (ticket) await this.#drop(ticket);
+    else if (req.freshOwner) await this.#dropOwner(req);
+  }
+
+  /**
+   * An attempt whose reply was lost left nodes no ticket names (its protected uuid went with
+   * the reply): every node carries its owner in its data, and a fresh owner is this
+   * acquisition alone, so delete the nodes of that owner. A session that ended took them.
+   */
+  async #dropOwner(req: AcquireRequest<ZkTicket>): Promise<void> {
+    const s = this.#session;
+    if (!s?.alive) return;
+    const { base, gate, leases } = this.paths(req.lockId);
+    const find = async (): Promise<string[]> => {
+      const found: string[] = [];
+      for (const parent of [base, gate, leases]) {
+        for (const child of await s.children(parent)) {
+          const node = await s.get(`${parent}/${child}`);
+          if (node && parseLeaseData(node.data).ownerId === req.ownerId) found.push(`${parent}/${child}`);
+        }
+      }
+      return found;
+    };
+    const nodes = await this.#op(s, 'list', find());
+    await this.#op(s, 'delete', Promise.all(nodes.map((n) => this.#deleter.delete(s, n)))).catch(() => undefined);
   }
 
   // ---- holding ---------------------------------------------------------------------------
@@ -360,7 +386,17 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     const wasHeld = this.#held.drop(grant.data);
     if (!s.alive) return false;
     const deleted = await this.#op(s, 'delete', Promise.all(nodes.map((n) => this.#deleter.delete(s, n))));
+    reapLockNode(s, this.paths(grant.lockId));
     return wasHeld && deleted.every(Boolean);
+  }
+
+  /**
+   * For `election.observe()`: resolve once the queue of `lockId` may have changed (a watch),
+   * or after `maxMs` at the latest. See observe.ts.
+   */
+  async watchLock(lockId: string, maxMs: number, signal: AbortSignal): Promise<void> {
+    const s = await this.connect(signal);
+    return watchQueue(s, this.paths(lockId).base, maxMs, signal);
   }
 
   async inspect(lockId: string): Promise<LockState> {
@@ -378,7 +414,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   }
 
   /**
-   * Testing only (`abandon()` in `locksmith/testing`): cut the client off without closing
+   * Testing only (`abandon()` in `locksmith-dlm/testing`): cut the client off without closing
    * its session, so the ensemble deletes its nodes only when the session expires (a crash).
    */
   async abandon(): Promise<void> {

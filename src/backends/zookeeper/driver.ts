@@ -108,6 +108,7 @@ export interface LibClient {
   getSessionTimeout(): number;
   create(path: string, data: Buffer, mode: number, cb: LibCb<string>): void;
   exists(path: string, cb: LibCb<LibStat | null>): void;
+  exists(path: string, watcher: LibWatcher, cb: LibCb<LibStat | null>): void;
   getData(path: string, watcher: LibWatcher | undefined, cb: (error: unknown, data: Buffer | null, stat: LibStat) => void): void;
   getChildren(path: string, watcher: LibWatcher | undefined, cb: (error: unknown, children: string[], stat: LibStat) => void): void;
   remove(path: string, version: number, cb: (error: unknown) => void): void;

@@ -20,20 +20,17 @@ import {
 } from '../kit.js';
 import { ZooKeeperBackend, type ZooKeeperBackendOptions } from './backend.js';
 
-export { ZooKeeperBackend, ZOOKEEPER_CAPABILITIES, type ZooKeeperBackendOptions, type ZooKeeperStats } from './backend.js';
-/** The session wrapper, for tools and tests that look at the tree beside a locker. */
-export { ZkSession, type SessionOptions, type SessionState } from './session.js';
-/** How a lock id maps to znodes (see docs/backends/zookeeper.md, "Layout"). */
-export { decodeLockId, encodeLockId, lockPath, lockPaths, type LockPaths } from './layout.js';
-/** Curator's protected create, for tools and tests. */
-export { createProtectedNode, type ProtectedCreateSession } from './nodes.js';
-/** The seam types of this backend. */
-export type { ZkGrantData, ZkTicket } from './recipe.js';
+// The entry is what a user needs: the factories, the backend and its options. Tools and
+// tests that look at the tree beside a locker import session.ts, layout.ts and nodes.ts directly.
+export { ZooKeeperBackend, type ZooKeeperBackendOptions, type ZooKeeperStats } from './backend.js';
 
 /** The URL parameters the backend understands. */
 const PARAMETERS = ['sessionTimeoutMs', 'connectTimeoutMs', 'operationTimeoutMs'] as const;
 
-/** The backend options of a parsed `zookeeper://` URL (throws `InvalidArgumentError`). */
+/**
+ * The backend options of a parsed `zookeeper://` URL (throws `InvalidArgumentError`).
+ * @internal
+ */
 export function zooKeeperOptions(url: URL, options: ConnectOptions = {}): ZooKeeperBackendOptions {
   if (url.protocol !== 'zookeeper:') throw new InvalidArgumentError('url', `not a zookeeper URL: ${redact(url)}`);
   if (url.username || url.password) {

@@ -9,11 +9,13 @@
  */
 import { sleep } from '../kit.js';
 import { isConnectionLoss, MODE, RC, ZkError } from './driver.js';
-import { protectedPrefix } from './layout.js';
+import { protectedPrefix, type LockPaths } from './layout.js';
 import type { ZkSession } from './session.js';
 
 /** Parent containers can be reaped between our mkdir and create; retry that race this often. */
 export const CREATE_ATTEMPTS = 5;
+/** Extra rounds for a parent reaped between our mkdirs and create (see {@link reapLockNode}). */
+const MAX_REAPED_ROUNDS = 50;
 
 /** What {@link createProtectedNode} needs of a session. */
 export type ProtectedCreateSession = Pick<ZkSession, 'create' | 'children' | 'alive' | 'sessionTimeoutMs'>;
@@ -33,6 +35,7 @@ export async function createProtectedNode(
 ): Promise<string> {
   const prefix = protectedPrefix(uuid);
   let lastErr: unknown;
+  let reaped = 0;
   for (let attempt = 0; attempt < CREATE_ATTEMPTS; attempt++) {
     try {
       return await s.create(`${parent}/${prefix}${name}`, data, MODE.EPHEMERAL_SEQUENTIAL);
@@ -40,6 +43,9 @@ export async function createProtectedNode(
       lastErr = err;
       if (!(err instanceof ZkError)) throw err;
       if (err.rc === RC.NONODE) {
+        // Reaped between our mkdirs and create (another client left the lock empty): each
+        // such round means someone else got through, so it is progress; bounded all the same.
+        if (reaped++ < MAX_REAPED_ROUNDS) attempt -= 1;
         await mkdirs(s, parent);
         continue;
       }
@@ -82,6 +88,20 @@ async function mkdirs(s: ProtectedCreateSession, path: string): Promise<void> {
       throw err;
     }
   }
+}
+
+/**
+ * Curator's ChildReaper idea, done by the client that leaves: once our nodes of a lock are
+ * deleted, delete the lock's node in case that left it empty. The server refuses a node
+ * that has children (NOTEMPTY), so a lock in use is never touched, and neither is an id
+ * that has the semaphore's `locks`/`leases` folders: whether those exist decides whether a
+ * mutex takes the gate (docs/backends/zookeeper.md, "One id, one lock"), so they stay. A
+ * create that meets a lock node reaped meanwhile recreates it ({@link createProtectedNode}).
+ * Tokens are czxids, global to the ensemble, so a recreated node does not restart them.
+ * Best effort, one try: docs/backends/zookeeper.md, "Layout".
+ */
+export function reapLockNode(s: Pick<ZkSession, 'delete' | 'alive'>, paths: LockPaths): void {
+  if (s.alive) void s.delete(paths.base).catch(() => undefined);
 }
 
 /** Longest pause between two background retries of one delete. */

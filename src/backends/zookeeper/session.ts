@@ -7,7 +7,20 @@
  * gone (after `abandon`, once the ensemble expires it).
  */
 import { performance } from 'node:perf_hooks';
-import { codeOf, isNoNode, loadLib, RC, safe, toStat, ZkError, type LibCb, type LibClient, type LibStat, type Stat } from './driver.js';
+import {
+  codeOf,
+  EVENT,
+  isNoNode,
+  loadLib,
+  RC,
+  safe,
+  toStat,
+  ZkError,
+  type LibCb,
+  type LibClient,
+  type LibStat,
+  type Stat,
+} from './driver.js';
 import { WatchTable, type WatchListener } from './watches.js';
 
 /** Where a session is. */
@@ -38,6 +51,7 @@ export class ZkSession {
   readonly #listeners = new Set<(state: SessionState) => void>();
   readonly #dataWatches = new WatchTable();
   readonly #childWatches = new WatchTable();
+  readonly #existWatches = new WatchTable();
   #reaper: NodeJS.Timeout | undefined;
   /** Start times (monotonic) of the requests in flight, for the stall watchdog. */
   readonly #inflight = new Map<object, number>();
@@ -178,6 +192,7 @@ export class ZkSession {
       this.#inflight.clear();
       this.#dataWatches.endAll();
       this.#childWatches.endAll();
+      this.#existWatches.endAll();
     }
     for (const l of [...this.#listeners]) safe(() => l(state));
   }
@@ -368,6 +383,29 @@ export class ZkSession {
     } catch (err) {
       this.#childWatches.failed(path, onEvent, watcher !== undefined);
       if (isNoNode(err)) return null;
+      throw err;
+    }
+  }
+
+  /**
+   * Children of `path` with a one-shot child watch, or, when it does not exist, an exists
+   * watch that fires when it is created (then resolves null). Either way a watch is set.
+   * `off()` stops `onEvent` from being called (for a caller that gave up waiting).
+   */
+  async watchChildrenOrCreation(path: string, onEvent: WatchListener): Promise<{ children: string[] | null; off: () => void }> {
+    const children = await this.watchChildren(path, onEvent);
+    if (children !== null) return { children, off: () => this.#childWatches.remove(path, onEvent) };
+    const watcher = this.#existWatches.add(path, onEvent);
+    const off = (): void => this.#existWatches.remove(path, onEvent);
+    try {
+      const stat = await this.#call<LibStat | null>('exists', path, (cb) =>
+        watcher ? this.#zk.exists(path, watcher, cb) : this.#zk.exists(path, cb),
+      );
+      // Created between the two requests: the exists watch waits for a change of it, so report this one.
+      if (stat) safe(() => onEvent(EVENT.CREATED));
+      return { children: null, off };
+    } catch (err) {
+      this.#existWatches.failed(path, onEvent, watcher !== undefined);
       throw err;
     }
   }

@@ -47,6 +47,11 @@ export class WatchTable {
     for (const l of [...set]) safe(() => l(EVENT.SESSION_ENDED));
   }
 
+  /** Stop telling `listener` about `path` (the watch itself stays until the server fires it). */
+  remove(path: string, listener: WatchListener): void {
+    this.#byPath.get(path)?.delete(listener);
+  }
+
   /** The session died: its watches never fire, so wake every listener now. */
   endAll(): void {
     const all = [...this.#byPath.values()];

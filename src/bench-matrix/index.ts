@@ -1,5 +1,5 @@
 /**
- * `locksmith/bench`: the benchmark matrix and its statistics, for `locksmith bench` and for
+ * `locksmith-dlm/bench`: the benchmark matrix and its statistics, for `locksmith bench` and for
  * scripts that measure locksmith next to other libraries in one run. See docs/benchmarks.md.
  */
 export { jainIndex, longestStreak, percentiles, type Percentiles } from './stats.js';
