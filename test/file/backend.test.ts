@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -20,25 +20,32 @@ const here = dirname(fileURLToPath(import.meta.url));
 const T = { timeout: 60_000 };
 
 describe('file backend: URL and directory', () => {
-  test('file:// uses $XDG_RUNTIME_DIR/locksmith, created with mode 0700', T, async () => {
+  test('file:// uses <tmpdir>/locksmith-<uid>, created with mode 0700, whatever XDG_RUNTIME_DIR says', T, async () => {
+    const temp = mkdtempSync(join(tmpdir(), 'locksmith-tmp-'));
     const runtime = mkdtempSync(join(tmpdir(), 'locksmith-xdg-'));
-    const saved = process.env.XDG_RUNTIME_DIR;
-    process.env.XDG_RUNTIME_DIR = runtime;
+    const saved = { TMPDIR: process.env.TMPDIR, XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR };
+    // os.tmpdir() follows TMPDIR: a throw-away one keeps the test off the real default.
+    process.env.TMPDIR = temp;
+    const expected = join(temp, `locksmith-${process.getuid?.() ?? 'user'}`);
     try {
-      assert.equal(defaultDirectory(), join(runtime, 'locksmith'));
-      await using locker = createLocker('file://');
-      await (await locker.lock('default-dir')).release();
-      assert.equal(statSync(join(runtime, 'locksmith')).mode & 0o777, 0o700);
-      assert.equal(readdirSync(join(runtime, 'locksmith', 'locks')).length, 1);
+      for (const xdg of [runtime, undefined]) {
+        if (xdg === undefined) delete process.env.XDG_RUNTIME_DIR;
+        else process.env.XDG_RUNTIME_DIR = xdg;
+        assert.equal(defaultDirectory(), expected);
+        await using locker = createLocker('file://');
+        await (await locker.lock('default-dir')).release();
+      }
+      assert.equal(statSync(expected).mode & 0o777, 0o700);
+      assert.equal(readdirSync(join(expected, 'locks')).length, 1, 'both lockers used the same state file');
+      assert.deepEqual(readdirSync(runtime), [], 'nothing in the runtime directory');
     } finally {
-      if (saved === undefined) delete process.env.XDG_RUNTIME_DIR;
-      else process.env.XDG_RUNTIME_DIR = saved;
+      if (saved.TMPDIR === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved.TMPDIR;
+      if (saved.XDG_RUNTIME_DIR === undefined) delete process.env.XDG_RUNTIME_DIR;
+      else process.env.XDG_RUNTIME_DIR = saved.XDG_RUNTIME_DIR;
+      rmSync(temp, { recursive: true, force: true });
       rmSync(runtime, { recursive: true, force: true });
     }
-  });
-
-  test('without a runtime directory the default is <tmpdir>/locksmith-<uid>', () => {
-    assert.equal(defaultDirectory({}), join(tmpdir(), `locksmith-${process.getuid?.() ?? 'user'}`));
   });
 
   test('a host, or a parameter, is a typed error', T, async () => {
@@ -87,7 +94,10 @@ describe('file backend: critical section recovery', () => {
     const mutex = join(dir, 'work', `${fileName('other-ns')}.mutex`);
     writeFileSync(mutex, `${dead} 0.x ${bootId()} pid:[1] ${monotonicMs()}`);
     await using locker = createLocker(url);
-    await assert.rejects(locker.lock('other-ns', { timeoutMs: 300 }));
+    // The caller's signal, not timeoutMs: a wait bound lets the first attempt answer, and it
+    // would answer only once the section is old enough to be broken.
+    await assert.rejects(locker.lock('other-ns', { signal: AbortSignal.timeout(300) }));
+    assert.ok(existsSync(mutex), 'the section was left alone');
     rmSync(mutex);
     await (await locker.lock('other-ns', { timeoutMs: 30_000 })).release();
   });
@@ -96,9 +106,30 @@ describe('file backend: critical section recovery', () => {
     const mutex = join(dir, 'work', `${fileName('busy-owner')}.mutex`);
     writeFileSync(mutex, `${process.ppid} 0.x ${bootId()} ${pidNamespace()} ${monotonicMs()}`);
     await using locker = createLocker(url);
-    await assert.rejects(locker.lock('busy-owner', { timeoutMs: 300 }));
+    // The caller's signal, not timeoutMs: a wait bound lets the first attempt answer, and it
+    // would answer only once the section is old enough to be broken.
+    await assert.rejects(locker.lock('busy-owner', { signal: AbortSignal.timeout(300) }));
+    assert.ok(existsSync(mutex), 'the section was left alone');
     rmSync(mutex);
     await (await locker.lock('busy-owner', { timeoutMs: 30_000 })).release();
+  });
+});
+
+describe('file backend: a directory cleaned away while in use', () => {
+  test('work/, or the whole directory, removed by a cleaner of /tmp is made again on the next change', T, async () => {
+    const { dir, url } = lockDirectory('file-clean');
+    await using locker = createLocker(url);
+    const first = await locker.lock('cleaned');
+    await first.release();
+    rmSync(join(dir, 'work'), { recursive: true });
+    const second = await locker.lock('cleaned', { timeoutMs: 30_000 });
+    assert.ok(second.token > first.token, 'the state file survived: tokens go on');
+    await second.release();
+    rmSync(dir, { recursive: true });
+    const third = await locker.lock('cleaned', { timeoutMs: 30_000 });
+    assert.equal(third.token, 1n, 'the state file went with the directory: tokens restart');
+    await third.release();
+    assert.equal(statSync(dir).mode & 0o777, 0o700);
   });
 });
 

@@ -68,16 +68,24 @@ describe('file backend across processes', () => {
     await exited(holder);
   });
 
-  test('six processes on file:// (the default directory) count to six on a shared file', T, async () => {
+  test('six processes on file:// (the default directory) count to six, with or without XDG_RUNTIME_DIR', T, async () => {
+    // A throw-away TMPDIR stands for the machine's temporary directory (os.tmpdir() follows it).
+    const temp = lockDirectory('file-tmp').dir;
     const runtime = lockDirectory('file-xdg').dir;
-    const file = join(runtime, 'counter');
+    const file = join(temp, 'counter');
     writeFileSync(file, '0');
-    const env = { ...process.env, XDG_RUNTIME_DIR: runtime };
-    const kids = Array.from({ length: 6 }, () => spawnChild({ mode: 'count', url: 'file://', lockId: 'proc:six', file, times: 1 }, env));
+    // Half as from a login shell (XDG_RUNTIME_DIR set), half as from cron (none).
+    const envs = Array.from({ length: 6 }, (_, i) => {
+      const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: temp, XDG_RUNTIME_DIR: runtime };
+      if (i % 2 === 1) delete env.XDG_RUNTIME_DIR;
+      return env;
+    });
+    const kids = envs.map((env) => spawnChild({ mode: 'count', url: 'file://', lockId: 'proc:six', file, times: 1 }, env));
     await Promise.all(kids.map((c) => nextMessage(c, 'counted')));
     await Promise.all(kids.map((c) => exited(c)));
     assert.equal(readFileSync(file, 'utf8'), '6');
-    assert.equal(readdirSync(join(runtime, 'locksmith', 'locks')).length, 1, 'one lock in the default directory');
+    const uid = process.getuid?.() ?? 'user';
+    assert.equal(readdirSync(join(temp, `locksmith-${uid}`, 'locks')).length, 1, 'one lock in the default directory');
   });
 
   test('N processes incrementing a shared counter file under the lock count exactly N×k', T, async () => {

@@ -6,10 +6,11 @@
  * docs/backends/file.md.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   EVERY_CAPABILITY,
+  InvalidArgumentError,
   LockLostError,
   kindsCompatible,
   queueAllows,
@@ -23,9 +24,25 @@ import {
   type Grant,
   type LockState,
 } from '../kit.js';
-import { bootId, lockPaths, monotonicMs, pidNamespace, processAlive, type LockPaths } from './layout.js';
+import { bootId, lockPaths, monotonicMs, prepareDirectory, processAlive, type LockPaths } from './layout.js';
 import { leave, stillHeld, tryEnter } from './mutex.js';
-import { emptyState, grantable, nextExpiry, parseState, purge, serialize, stretch, type FileHolder, type FileState } from './state.js';
+import type { ListPage, ListRequest } from '../../backend.js';
+import { listPage } from './list.js';
+import {
+  emptyState,
+  grantable,
+  nextExpiry,
+  newHolder,
+  parseState,
+  purge,
+  queued,
+  reenter,
+  serialize,
+  stretch,
+  type FileHolder,
+  type FileState,
+} from './state.js';
+import { clocksNow, viewOf } from './view.js';
 import { DirectoryWatch } from './watch.js';
 
 /** The ticket a contended attempt leaves behind: the waiter's id in the lock's queue. */
@@ -39,6 +56,11 @@ export interface FileBackendOptions {
   readonly pollMs?: number;
   /** A critical section whose owner is alive but has not finished after this long is broken. @default 2000 */
   readonly staleMs?: number;
+  /**
+   * The directory is the shared default one: when it has to be recreated (cleaned away
+   * while in use), it must again be this user's with mode 0700 (`prepareDirectory`). @default false
+   */
+  readonly isDefault?: boolean;
 }
 
 /** Without a queue position there is nothing to be woken for: look again after this long. */
@@ -81,6 +103,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
   readonly directory: string;
   readonly #pollMs: number;
   readonly #staleMs: number;
+  readonly #isDefault: boolean;
   readonly #watch: DirectoryWatch;
   /** The waiters asleep on each lock's file name, and how to stop watching it. */
   readonly #sleepers = new Map<string, { readonly looks: Set<(read: () => FileState) => void>; readonly off: () => void }>();
@@ -91,6 +114,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     this.directory = directory;
     this.#pollMs = options.pollMs ?? 1_000;
     this.#staleMs = options.staleMs ?? 2_000;
+    this.#isDefault = options.isDefault ?? false;
     this.#watch = new DirectoryWatch(join(directory, 'locks'));
   }
 
@@ -106,16 +130,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
       const ahead = position >= 0 ? s.queue.slice(0, position) : s.queue;
       if (kindsCompatible(s.holders, req) && queueAllows(req, ahead, s.holders.length)) {
         s.last += 1n;
-        const expiresAt = now + req.ttlMs;
-        s.holders.push({
-          ownerId: req.ownerId,
-          kind: req.kind,
-          token: s.last,
-          count: 1,
-          expiresAt,
-          blocksUntil: expiresAt + req.lockDelayMs,
-          lockDelayMs: req.lockDelayMs,
-        });
+        s.holders.push(newHolder(req, s.last, now));
         if (position >= 0) s.queue.splice(position, 1);
         return { changed: true, value: granted(req, s.last, false) };
       }
@@ -128,7 +143,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
       // grace is gone); a waiter dropped meanwhile queues again at the end.
       if (mine && mine.expiresAt - now > (expiresAt - now) / 2) return { changed: false, value: { granted: false, contended: { ticket } } };
       if (mine) mine.expiresAt = expiresAt;
-      else s.queue.push({ id, kind: req.kind, fair: req.fair, permits: req.permits, expiresAt, pid: process.pid, ns: pidNamespace() });
+      else s.queue.push(queued(req, id, expiresAt, now));
       return { changed: true, value: { granted: false, contended: { ticket } } };
     });
   }
@@ -229,8 +244,11 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     await this.#update(req.lockId, NEVER, (s) => {
       const before = s.holders.length + s.queue.length;
       if (ticket) s.queue = s.queue.filter((w) => w.id !== ticket.waiterId);
-      // An attempt that failed in flight: drop whatever hold of this owner it left.
-      else if (req.freshOwner) s.holders = s.holders.filter((h) => h.ownerId !== req.ownerId);
+      // An attempt that failed in flight: drop whatever hold or place of this owner it left.
+      else if (req.freshOwner) {
+        s.holders = s.holders.filter((h) => h.ownerId !== req.ownerId);
+        s.queue = s.queue.filter((w) => w.ownerId !== req.ownerId);
+      }
       return { changed: s.holders.length + s.queue.length !== before, value: undefined };
     });
   }
@@ -267,16 +285,33 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     } catch (err) {
       throw unavailable(this.name, `read of the state of '${lockId}'`, err);
     }
-    const now = monotonicMs();
-    purge(s, now, processAlive);
-    const holders = s.holders.map((h) => ({
-      ownerId: h.ownerId,
-      kind: h.kind,
-      token: h.token,
-      expiresInMs: Math.max(0, Math.round(h.expiresAt - now)),
-      count: h.count,
-    }));
-    return { lockId, holders, waiters: s.queue.length, ...(s.last > 0n ? { lastToken: s.last } : {}) };
+    return viewOf(s, clocksNow());
+  }
+
+  /** One page of the locks with a holder or a waiter, in file name order (list.ts). */
+  async list(req: ListRequest): Promise<ListPage> {
+    try {
+      return await listPage(this.directory, req);
+    } catch (err) {
+      if (err instanceof InvalidArgumentError || req.signal.aborted) throw err;
+      throw unavailable(this.name, 'listing of the locks', err, { context: { directory: this.directory } });
+    }
+  }
+
+  /**
+   * End every hold of `lockId` at once (lock delay included: breaking is on purpose) and
+   * bump the token counter, so that the next grant's token is above the broken ones by more
+   * than one and a broken holder's renewal finds no hold. Waiters keep their places; the
+   * write wakes them as a release would.
+   */
+  async forceRelease(lockId: string): Promise<number> {
+    return this.#update(lockId, NEVER, (s) => {
+      const ended = s.holders.length;
+      if (ended === 0) return { changed: false, value: 0 };
+      s.holders = [];
+      s.last += 1n;
+      return { changed: true, value: ended };
+    });
   }
 
   async close(): Promise<void> {
@@ -319,6 +354,22 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     }
   }
 
+  /**
+   * True when `err` is a missing `work/` or `locks/` (a cleaner of the temporary directory
+   * removed them while unused) and they were made again: the section is tried again. False
+   * when both exist, so another missing file fails as it is, never in a loop.
+   */
+  #recreated(err: unknown): boolean {
+    if ((err as { code?: unknown }).code !== 'ENOENT') return false;
+    if (existsSync(join(this.directory, 'work')) && existsSync(join(this.directory, 'locks'))) return false;
+    try {
+      prepareDirectory(this.directory, this.#isDefault);
+    } catch {
+      return false;
+    }
+    return true;
+  }
+
   /** One try of the section, synchronous from enter to leave: undefined when it was busy. */
   #section<T>(
     paths: LockPaths,
@@ -329,6 +380,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     try {
       held = tryEnter(paths.mutex, this.#staleMs);
     } catch (err) {
+      if (this.#recreated(err)) return undefined;
       throw unavailable(this.name, `critical section of '${lockId}'`, err, { context: { directory: this.directory } });
     }
     if (!held) return undefined;
@@ -350,24 +402,12 @@ export class FileBackend implements Backend<FileTicket, undefined> {
       return { value: out.value, wrote };
     } catch (err) {
       if (err instanceof LockLostError) throw err;
+      if (this.#recreated(err)) return undefined;
       throw unavailable(this.name, `update of the state of '${lockId}'`, err, { context: { directory: this.directory } });
     } finally {
       leave(held);
     }
   }
-}
-
-/**
- * Server-side reentrancy: the same owner holding the same kind re-enters with a count. The
- * hold's lease is stretched to cover the new grant's ttl.
- */
-function reenter(s: FileState, req: AcquireRequest<FileTicket>, now: number): FileHolder | undefined {
-  if (req.kind === 'semaphore') return undefined;
-  const mine = s.holders.find((h) => h.ownerId === req.ownerId && h.kind === req.kind && h.expiresAt > now);
-  if (!mine) return undefined;
-  mine.count += 1;
-  stretch(mine, now + req.ttlMs);
-  return mine;
 }
 
 function granted(req: AcquireRequest<FileTicket>, token: bigint, reentered: boolean): AcquireResult<FileTicket, undefined> {

@@ -8,8 +8,9 @@
  * watch `<dir>/locks/`, which changes only when a state is replaced.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync, readlinkSync } from 'node:fs';
+import { lstatSync, mkdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { InvalidArgumentError } from '../kit.js';
 
 /** Ids up to this many UTF-8 bytes are spelled out in their file name (hex); longer ones hashed. */
 const SPELLED_MAX_BYTES = 100;
@@ -23,6 +24,26 @@ export function fileName(lockId: string): string {
   const bytes = Buffer.from(lockId, 'utf8');
   if (bytes.length <= SPELLED_MAX_BYTES) return `x${bytes.toString('hex')}`;
   return `h${createHash('sha256').update(bytes).digest('hex')}`;
+}
+
+/**
+ * Create the directory (mode 0700 when it does not exist) and its `locks/` and `work/` (the
+ * directory's own mode; files follow the umask: the directory is what keeps others out). The default directory
+ * lives in a shared place (the temporary directory): it must be ours and not writable by
+ * others, or another user could read or forge our locks.
+ */
+export function prepareDirectory(dir: string, isDefault: boolean): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (isDefault && typeof process.getuid === 'function') {
+    const st = lstatSync(dir);
+    if (!st.isDirectory() || st.uid !== process.getuid() || (st.mode & 0o022) !== 0) {
+      throw new InvalidArgumentError('url', `the default lock directory ${dir} is not a directory of this user with mode 0700`);
+    }
+  }
+  // Inside a directory the user chose, its own permissions decide who shares the locks.
+  const mode = isDefault ? 0o700 : statSync(dir).mode & 0o777;
+  mkdirSync(join(dir, 'locks'), { recursive: true, mode });
+  mkdirSync(join(dir, 'work'), { recursive: true, mode });
 }
 
 /** The paths of one lock id under a backend directory. */

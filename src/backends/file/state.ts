@@ -4,7 +4,11 @@
  * backend (docs/architecture.md), applied to a copy read from disk inside the lock's
  * critical section (docs/backends/file.md).
  */
-import { exclusiveKind as exclusive, kindsCompatible as compatible, queueAllows, type LockKind } from '../kit.js';
+import { exclusiveKind as exclusive, kindsCompatible as compatible, queueAllows, type AcquireRequest, type LockKind } from '../kit.js';
+import { pidNamespace } from './layout.js';
+
+/** What the rules read of an acquisition. */
+type Ask = Pick<AcquireRequest, 'kind' | 'permits' | 'fair' | 'ownerId' | 'identity' | 'ttlMs' | 'lockDelayMs'>;
 
 /** One hold (re-entered holds of one owner share it, with a count). Times: system-wide monotonic ms. */
 export interface FileHolder {
@@ -17,11 +21,17 @@ export interface FileHolder {
   /** Until this the holder still blocks others (expiresAt + lockDelay); release clears it. */
   blocksUntil: number;
   readonly lockDelayMs: number;
+  /** The holder's identity, stored verbatim as the core encoded it (absent in older files). */
+  readonly identity?: string;
+  /** When the hold began (monotonic ms; absent in older files). */
+  readonly acquiredAt?: number;
 }
 
 /** A queued acquisition of some process. */
 export interface FileWaiter {
   readonly id: string;
+  /** The acquisition's owner ('' in older files). */
+  readonly ownerId: string;
   readonly kind: LockKind;
   readonly fair: boolean;
   readonly permits: number;
@@ -31,6 +41,10 @@ export interface FileWaiter {
   readonly pid: number;
   /** The PID namespace `pid` belongs to (layout.ts). */
   readonly ns: string;
+  /** The waiter's identity, stored verbatim (absent in older files). */
+  readonly identity?: string;
+  /** When it joined the queue (monotonic ms; absent in older files). */
+  readonly since?: number;
 }
 
 /** The state of one lock id. */
@@ -67,16 +81,20 @@ export function serialize(s: FileState): string {
 export class CorruptStateError extends Error {}
 
 /**
- * Parse a state file of `lockId`. Holders and waiters of another boot are dropped (their
- * monotonic times restarted with the machine); the last token is kept, so tokens still grow.
+ * Parse a state file of `lockId` (of whatever id it stores when `lockId` is undefined, as a
+ * listing reads files it knows only by name). Holders and waiters of another boot are
+ * dropped (their monotonic times restarted with the machine); the last token is kept, so
+ * tokens still grow. Fields added later (identity, times) are optional, so files written by
+ * an older version still read, and the version stays 1.
  */
-export function parseState(text: string, lockId: string, boot: string): FileState {
+export function parseState(text: string, lockId: string | undefined, boot: string): FileState {
   const raw = JSON.parse(text) as Record<string, unknown>;
-  if (raw.v !== 1 || raw.id !== lockId || typeof raw.last !== 'string') {
-    throw new CorruptStateError(`state file of '${lockId}' is not a version 1 state of this id`);
+  const id = raw.id;
+  if (raw.v !== 1 || typeof id !== 'string' || (lockId !== undefined && id !== lockId) || typeof raw.last !== 'string') {
+    throw new CorruptStateError(`state file of '${lockId ?? String(id)}' is not a version 1 state of this id`);
   }
   const last = BigInt(raw.last);
-  if (raw.boot !== boot) return { lockId, boot, last, holders: [], queue: [] };
+  if (raw.boot !== boot) return { lockId: id, boot, last, holders: [], queue: [] };
   const holders = (Array.isArray(raw.holders) ? (raw.holders as Record<string, unknown>[]) : []).map((h): FileHolder => ({
     ownerId: String(h.ownerId),
     kind: kindOf(h.kind),
@@ -85,17 +103,26 @@ export function parseState(text: string, lockId: string, boot: string): FileStat
     expiresAt: Number(h.expiresAt),
     blocksUntil: Number(h.blocksUntil),
     lockDelayMs: Number(h.lockDelayMs),
+    ...(typeof h.identity === 'string' ? { identity: h.identity } : {}),
+    ...(isTime(h.acquiredAt) ? { acquiredAt: h.acquiredAt } : {}),
   }));
   const queue = (Array.isArray(raw.queue) ? (raw.queue as Record<string, unknown>[]) : []).map((w): FileWaiter => ({
     id: String(w.id),
+    ownerId: typeof w.ownerId === 'string' ? w.ownerId : '',
     kind: kindOf(w.kind),
     fair: w.fair === true,
     permits: Number(w.permits),
     expiresAt: Number(w.expiresAt),
     pid: Number(w.pid),
     ns: String(w.ns),
+    ...(typeof w.identity === 'string' ? { identity: w.identity } : {}),
+    ...(isTime(w.since) ? { since: w.since } : {}),
   }));
-  return { lockId, boot, last, holders, queue };
+  return { lockId: id, boot, last, holders, queue };
+}
+
+function isTime(v: unknown): v is number {
+  return typeof v === 'number' && Number.isFinite(v);
 }
 
 function kindOf(v: unknown): LockKind {
@@ -152,4 +179,30 @@ export function nextExpiry(s: Pick<FileState, 'holders' | 'queue'>): number {
 export function stretch(h: FileHolder, expiresAt: number): void {
   h.expiresAt = Math.max(h.expiresAt, expiresAt);
   h.blocksUntil = h.expiresAt + h.lockDelayMs;
+}
+
+/** A new hold granted at `now` with `token`. */
+export function newHolder(req: Ask, token: bigint, now: number): FileHolder {
+  const expiresAt = now + req.ttlMs;
+  const { ownerId, kind, lockDelayMs, identity } = req;
+  return { ownerId, kind, token, count: 1, expiresAt, blocksUntil: expiresAt + lockDelayMs, lockDelayMs, identity, acquiredAt: now };
+}
+
+/**
+ * Server-side reentrancy: the same owner holding the same kind re-enters with a count. The
+ * hold's lease is stretched to cover the new grant's ttl.
+ */
+export function reenter(s: FileState, req: Ask, now: number): FileHolder | undefined {
+  if (req.kind === 'semaphore') return undefined;
+  const mine = s.holders.find((h) => h.ownerId === req.ownerId && h.kind === req.kind && h.expiresAt > now);
+  if (!mine) return undefined;
+  mine.count += 1;
+  stretch(mine, now + req.ttlMs);
+  return mine;
+}
+
+/** The queue entry of a waiting acquisition, written by its own process. */
+export function queued(req: Ask, id: string, expiresAt: number, now: number): FileWaiter {
+  const { kind, fair, permits, ownerId, identity } = req;
+  return { id, ownerId, kind, fair, permits, expiresAt, pid: process.pid, ns: pidNamespace(), identity, since: now };
 }
