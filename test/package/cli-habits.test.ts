@@ -40,7 +40,7 @@ after(async () => {
 /** The environment of every row: no LOCKSMITH_BACKEND but the row's, and a scratch default directory. */
 function envOf(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const { LOCKSMITH_BACKEND: _ignored, ...env } = process.env;
-  return { ...env, XDG_RUNTIME_DIR: dir, ...extra };
+  return { ...env, TMPDIR: dir, ...extra };
 }
 
 /** Run the installed `locksmith`; resolves with its status and output (never rejects on a status). */

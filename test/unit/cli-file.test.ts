@@ -1,7 +1,7 @@
 /**
  * `locksmith run` without a backend coordinates the processes of this machine, as flock:
- * it uses file:// in its default directory (here $XDG_RUNTIME_DIR/locksmith, a scratch
- * directory), never memory://. Six processes that each read, bump and write a counter
+ * it uses file:// in its default directory (here <TMPDIR>/locksmith-<uid> in a scratch
+ * TMPDIR), never memory://. Six processes that each read, bump and write a counter
  * file under the lock count to six.
  */
 import assert from 'node:assert/strict';
@@ -14,13 +14,13 @@ import { cli } from './cli-process.js';
 
 const dir = await mkdtemp(join(tmpdir(), 'locksmith-cli-file-'));
 after(() => rm(dir, { recursive: true, force: true }));
-const env = { LOCKSMITH_BACKEND: undefined, XDG_RUNTIME_DIR: dir };
+const env = { LOCKSMITH_BACKEND: undefined, TMPDIR: dir };
 
 test('without --backend or LOCKSMITH_BACKEND, run uses file:// in the default directory', async () => {
   const result = await cli(['run', '-v', 'cli:default', 'true'], env);
   assert.equal(result.code, 0, result.stderr);
   assert.match(result.stderr, /backend file:\/\/\n/);
-  assert.ok(existsSync(join(dir, 'locksmith')), 'the default directory holds the lock files');
+  assert.ok(existsSync(join(dir, `locksmith-${process.getuid?.() ?? 'user'}`)), 'the default directory holds the lock files');
 });
 
 test('six locksmith run processes without a backend count to six on a shared file', async () => {
