@@ -20,7 +20,9 @@ export const EXIT = Object.freeze({
   LOST: 76,
   /** EX_CONFIG: wrong credentials, a malformed or unknown backend URL, a missing driver, an unsupported feature, missing tables. */
   CONFIG: 78,
-  /** `run`: the command could not be started (as a shell reports it). */
+  /** `run`: the command was found but could not be executed (as a shell reports it). */
+  CANNOT_EXECUTE: 126,
+  /** `run`: the command was not found (as a shell reports it). */
   NOT_FOUND: 127,
 });
 
@@ -104,6 +106,7 @@ export const EXIT_ROWS: readonly (readonly [string, string])[] = [
     'configuration: credentials refused, malformed or unknown backend URL, driver not installed (DRIVER_MISSING), ' +
       'feature the backend lacks (UNSUPPORTED), lock tables missing (run locksmith migrate)',
   ],
+  [String(EXIT.CANNOT_EXECUTE), 'run: the command was found but could not be executed (not executable)'],
   [String(EXIT.NOT_FOUND), 'run: the command was not found'],
   ['128+n', 'the command was killed by signal n, or locksmith was interrupted while waiting (130 SIGINT, 143 SIGTERM)'],
 ];

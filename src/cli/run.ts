@@ -130,9 +130,10 @@ function supervise(lock: Lock, cmd: string, args: readonly string[], o: RunOptio
       stopForwarding();
       resolve(code);
     };
-    child.once('error', (err) => {
+    // Through setpriv the same cases are setpriv's own exit statuses, 126 and 127.
+    child.once('error', (err: NodeJS.ErrnoException) => {
       o.say('error', `locksmith: could not start '${cmd}': ${err.message}`);
-      done(EXIT.NOT_FOUND);
+      done(err.code === 'EACCES' ? EXIT.CANNOT_EXECUTE : EXIT.NOT_FOUND);
     });
     child.once('exit', (code, signal) => {
       if (lost) done(EXIT.LOST);

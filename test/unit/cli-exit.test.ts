@@ -5,6 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { createLocker, DriverMissingError, LockerClosedError, QuorumError, StaleTokenError, UnsupportedError } from '../../src/index.js';
 import { EXIT, ERROR_EXITS, exitHelp, exitStatusOf } from '../../src/cli/exit.js';
@@ -117,7 +120,12 @@ test('row 78: configuration: a refused password, an unknown scheme, a malformed 
   assert.equal(exitStatusOf(new UnsupportedError('redlock', 'semaphores')), EXIT.CONFIG);
 });
 
-test('row 127: the command is not found', async () => {
+test('rows 126 and 127: the command is not executable; not found', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'locksmith-exit-'));
+  const plain = join(dir, 'not-executable');
+  await writeFile(plain, 'echo never\n', { mode: 0o644 });
+  assert.equal((await cli(['run', '-b', 'memory://', 'x', plain])).code, EXIT.CANNOT_EXECUTE);
+  await rm(dir, { recursive: true, force: true });
   assert.equal((await cli(['run', '-b', 'memory://', 'x', 'no-such-command-locksmith'])).code, EXIT.NOT_FOUND);
 });
 
@@ -137,7 +145,7 @@ test('--help prints the table; every error code has a row', async () => {
   const help = await cli(['--help']);
   const runHelp = await cli(['run', '--help']);
   for (const text of [help.stdout, runHelp.stdout]) {
-    for (const status of ['64', '69', '70', '76', '78', '127', '128+n'])
+    for (const status of ['64', '69', '70', '76', '78', '126', '127', '128+n'])
       assert.match(text, new RegExp(`^  ${status.replace('+', '\\+')} `, 'm'));
     for (const code of Object.keys(ERROR_EXITS)) assert.ok(text.includes(code), `--help names ${code}`);
   }
