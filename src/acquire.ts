@@ -15,6 +15,7 @@ import type { CallSettings } from './options.js';
 import type { Registry } from './registry.js';
 import { unavailable } from './util/cause.js';
 import { raceAbort, withDeadline } from './util/time.js';
+import { acquireLog as log, ms } from './observe/log.js';
 
 /** Marks an attempt aborted by its own timeout (as opposed to the user's signal or close). */
 const TIMEOUT = Symbol('locksmith.timeout');
@@ -153,6 +154,7 @@ class AttemptSignal {
  */
 export async function acquire(host: AcquireHost, registry: Registry, spec: AcquireSpec): Promise<Acquired | null> {
   const attempt = new AttemptSignal(host, spec);
+  const started = now();
   try {
     const s = spec.settings;
     const found = registry.reentry.find(spec.lockId, spec.kind, s.owner, s.reentrant, attempt.signal);
@@ -168,17 +170,29 @@ export async function acquire(host: AcquireHost, registry: Registry, spec: Acqui
       return await new Loop(registry, backend, spec, attempt).run();
     } catch (err) {
       if (attempt.signal.aborted) throw err;
-      throw unavailable(backend.name, `acquire of '${spec.lockId}'`, err);
+      throw registry.failed('acquire', spec.lockId, backend.name, unavailable(backend.name, `acquire of '${spec.lockId}'`, err));
     }
   } catch (err) {
-    if (!attempt.signal.aborted) throw err;
+    if (!attempt.signal.aborted) {
+      if (err instanceof LockTimeoutError) timedOut(registry, spec, started);
+      throw err;
+    }
     const reason: unknown = attempt.signal.reason;
     if (reason !== TIMEOUT) throw reason;
+    timedOut(registry, spec, started);
     if (spec.mode.onTimeout === 'null') return null;
     throw new LockTimeoutError(spec.lockId, spec.mode.timeoutMs ?? 0);
   } finally {
     attempt.dispose();
   }
+}
+
+/** Tell the `timeout` listeners and the log that an acquisition's wait bound ran out. */
+function timedOut(registry: Registry, spec: AcquireSpec, started: number): void {
+  const waitedMs = now() - started;
+  if (log.enabled) log('%s: timed out after %s (bound %dms, %s)', spec.lockId, ms(waitedMs), spec.mode.timeoutMs ?? 0, spec.kind);
+  const events = registry.events;
+  if (events.wants('timeout')) events.emit('timeout', { ...lockEvent(spec), timeoutMs: spec.mode.timeoutMs ?? 0, waitedMs });
 }
 
 /** Refuse options the backend cannot honour (`UnsupportedError`), before anything is sent. */
@@ -248,6 +262,14 @@ class Loop {
         this.#attempt.attempting();
         const result = await this.#backend.tryAcquire(this.#request());
         this.#uncertain = false;
+        if (log.enabled)
+          log(
+            '%s: attempt (%s) %s in %s',
+            this.#spec.lockId,
+            this.#spec.kind,
+            result.granted ? 'granted' : 'contended',
+            ms(now() - sentAt),
+          );
         if (result.granted) {
           this.#ticket = undefined;
           const got = await this.#onGrant(result.grant, sentAt);
@@ -265,7 +287,9 @@ class Loop {
         }
         // A wait gets a signal of its own: waits must not pile listeners onto the shared close signal.
         const signal = this.#attempt.own();
+        const waitFrom = log.enabled ? now() : 0;
         await raceAbort(this.#backend.waitForChange(this.#spec.lockId, this.#ticket, signal), signal);
+        if (log.enabled) log('%s: woken after %s', this.#spec.lockId, ms(now() - waitFrom));
       }
     } catch (err) {
       await this.#abandon();
@@ -295,6 +319,7 @@ class Loop {
     this.#lease = lease;
     this.#registry.adopt(lease, this.#spec.settings.owner);
     lease.start();
+    if (log.enabled) log('%s: holding token %s after %s', grant.lockId, grant.token, ms(now() - this.#started));
     if (this.#earlyLoss) lease.lose(this.#earlyLoss.reason, this.#earlyLoss.cause);
     return { lease, reentered: grant.reentered, waitedMs: now() - this.#started, endTurn: undefined };
   }

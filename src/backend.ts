@@ -211,6 +211,31 @@ export interface ListPage {
   readonly cursor: string | undefined;
 }
 
+/** What {@link Backend.watch} is asked for. */
+export interface WatchRequest {
+  /** Only lock ids that start with this (validated by the core; may be empty). */
+  readonly prefix: string;
+  /** Aborted when the watcher stops: the iterator ends and every subscription is dropped. */
+  readonly signal: AbortSignal;
+}
+
+/** What happened to a lock, as `locker.watch()` reports it. docs/observability.md, "Watching". */
+export type WatchChangeType = 'acquired' | 'released' | 'lost' | 'expired' | 'waiting' | 'abandoned';
+
+/** One change {@link Backend.watch} reports (identity still encoded; the core decodes it). */
+export interface WatchChange {
+  readonly type: WatchChangeType;
+  readonly lockId: string;
+  readonly kind: LockKind;
+  readonly ownerId: string;
+  /** The holder's or waiter's identity as stored ({@link AcquireRequest.identity}), when known. */
+  readonly identity?: string;
+  /** The hold's fencing token (hold changes only). */
+  readonly token?: bigint;
+  /** When it happened (or was seen), ms since the epoch. */
+  readonly at: number;
+}
+
 /**
  * The interface every engine implements. See the module comment for the contract and
  * docs/architecture.md for the checklist of writing one.
@@ -244,6 +269,12 @@ export interface Backend<Ticket = unknown, Data = unknown> {
    * resource. Resolves how many holds were ended. Optional while engines gain it.
    */
   forceRelease?(lockId: string): Promise<number>;
+  /**
+   * Changes of the locks under `req.prefix` as the engine notifies them (keyspace or own
+   * pub/sub, LISTEN/NOTIFY, watches), until `req.signal` aborts. Optional: without it the
+   * core polls {@link Backend.list} and diffs the pages (docs/observability.md, "Watching").
+   */
+  watch?(req: WatchRequest): AsyncIterable<WatchChange>;
   /** Close connections. Leases not released expire on the server by their ttl. */
   close(): Promise<void>;
 }

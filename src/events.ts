@@ -3,7 +3,11 @@
  * as a process warning and never breaks the lock machinery.
  */
 import type { LockKind } from './backend.js';
-import type { LockLostError } from './errors.js';
+import type { LockLostError, LocksmithError } from './errors.js';
+import type { Identity } from './observe/identity.js';
+
+/** What a locker was doing when its backend failed (the `error` event). */
+export type BackendOperation = 'acquire' | 'extend' | 'release' | 'inspect' | 'list' | 'watch' | 'forceRelease';
 
 /** Fields every lock event carries. */
 export interface LockEventBase {
@@ -24,6 +28,21 @@ export interface LockerEvents {
   released: LockEventBase & { readonly token: bigint; readonly heldMs: number; readonly released: boolean };
   /** A held lock was lost. */
   lost: LockEventBase & { readonly token: bigint; readonly error: LockLostError };
+  /** An acquisition gave up when its wait bound ran out (`lock()` rejects, `tryLock()` resolves null). */
+  timeout: LockEventBase & { readonly timeoutMs: number; readonly waitedMs: number };
+  /**
+   * The backend failed an operation (unreachable, or an error that is not about the lock).
+   * Informational: the call concerned still rejects or retries as documented; unlike a Node
+   * EventEmitter's `error`, nobody needs to listen.
+   */
+  error: {
+    readonly lockId: string | undefined;
+    readonly operation: BackendOperation;
+    readonly backend: string;
+    readonly error: LocksmithError;
+  };
+  /** `forceRelease()` broke a lock: every hold of it ended, its token counter moved on. */
+  broken: { readonly lockId: string; readonly reason: string; readonly by: Identity; readonly holds: number };
 }
 
 /** Name of a locker event. */

@@ -12,6 +12,7 @@ import { performance } from 'node:perf_hooks';
 import type { Backend, Extension, Grant } from './backend.js';
 import { BackendUnavailableError, LockLostError, LockNotHeldError, LocksmithError, type LossReason } from './errors.js';
 import { lossGuardMs, validityDeadline } from './util/validity.js';
+import { leaseLog as log, ms } from './observe/log.js';
 
 export { lossGuardMs, validityDeadline } from './util/validity.js';
 
@@ -24,6 +25,8 @@ export interface LeaseHooks {
   onLost(lease: Lease, error: LockLostError): void;
   /** The release of a lease that was held when it began reached the backend (`released`: its answer). */
   onReleased(lease: Lease, released: boolean): void;
+  /** A renewal or the release failed for a reason that is not an answer about the lock. */
+  onError?(lease: Lease, operation: 'extend' | 'release', error: LocksmithError): void;
   /** The lease stopped being held (lost or released): forget it. */
   onEnded(lease: Lease): void;
 }
@@ -83,6 +86,11 @@ export class Lease {
     this.#schedule();
     const confirmation = this.grant.confirmation;
     if (confirmation) this.#serialised(() => confirmation, this.#lastSentAt).catch(() => undefined);
+  }
+
+  /** The backend's name (for logs and `error` events). */
+  get backendName(): string {
+    return this.#backend.name;
   }
 
   /** The ttl the acquisition asked for (what `extend()` renews by default). */
@@ -165,8 +173,9 @@ export class Lease {
   async #autoRenew(): Promise<void> {
     try {
       await this.#renew(this.#settings.ttlMs);
-    } catch {
+    } catch (err) {
       if (this.#state !== 'held') return;
+      if (err instanceof LocksmithError) this.#hooks.onError?.(this, 'extend', err);
       // Transient failure: keep trying while validity lasts; the deadline ends it. Retry
       // soon: after a failover the first renewal that reaches a live server is what keeps it.
       this.#renewAt = now() + Math.max(10, Math.min(this.#renewEveryMs() / 10, 250));
@@ -192,6 +201,7 @@ export class Lease {
       if (this.#lossError) throw this.#lossError;
       try {
         const ext = await op();
+        if (log.enabled) log('%s: renewed token %s for %dms in %s', this.grant.lockId, this.grant.token, ext.ttlMs, ms(now() - sentAt));
         if (this.#state !== 'held') return;
         this.#lastSentAt = sentAt;
         this.#ttlMs = ext.ttlMs;
@@ -271,11 +281,14 @@ export class Lease {
         if (wasHeld) this.#hooks.onReleased(this, released);
         return released;
       } catch (err) {
-        throw err instanceof LocksmithError
-          ? err
-          : new BackendUnavailableError(this.#backend.name, `releasing lock '${this.grant.lockId}' failed; it expires after its ttl`, {
-              cause: err,
-            });
+        const error =
+          err instanceof LocksmithError
+            ? err
+            : new BackendUnavailableError(this.#backend.name, `releasing lock '${this.grant.lockId}' failed; it expires after its ttl`, {
+                cause: err,
+              });
+        this.#hooks.onError?.(this, 'release', error);
+        throw error;
       }
     })();
     return this.#releasing;

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import { isAbandonable, type Backend, type LockKind, type LockState } from './backend.js';
+import { isAbandonable, type Backend, type LockKind } from './backend.js';
 import { parseBackendUrl } from './connect.js';
 import { InvalidArgumentError, LockerClosedError, LockLostError } from './errors.js';
 import { lockEvent, TypedEmitter } from './events.js';
@@ -19,7 +19,9 @@ import {
   resolveCallSettings,
   resolveLockerOptions,
   validateLockId,
+  validateDuration,
   validatePermits,
+  validateSignal,
   type CallSettings,
   type LockerOptions,
   type LockOptions,
@@ -27,6 +29,9 @@ import {
   type WithLockOptions,
 } from './options.js';
 import { unavailable } from './util/cause.js';
+import { checkListOptions, checkPrefix, decodeState, listPage, type ListOptions, type ListResult, type LockInfo } from './observe/list.js';
+import { DEFAULT_WATCH_EVERY_MS, watchLocks, type WatchEvent, type WatchOptions } from './observe/watch.js';
+import { breakLock, checkReason, type ForceReleaseOptions } from './observe/break.js';
 
 /** @internal The hook `abandon()` in `testing.ts` uses to simulate a crash. */
 export const kAbandon = Symbol('locksmith.abandon');
@@ -77,6 +82,8 @@ export class Locker extends TypedEmitter {
   readonly options: LockerOptions;
   /** Who this locker is (host, pid, name, meta): written with every hold and queue entry. */
   readonly identity: Identity;
+  /** The backend's URL scheme (`redis`, `memory`, …) or, for a Backend instance, its name: the `backend` label of metrics. */
+  readonly scheme: string;
   readonly #identity: string;
   /** The backend and close(), handed down to the wait loop. */
   readonly #host: LockerHost;
@@ -95,6 +102,7 @@ export class Locker extends TypedEmitter {
     const who = makeIdentity(options.name, options.meta);
     this.identity = who.identity;
     this.#identity = who.encoded;
+    this.scheme = source instanceof URL ? source.protocol.replace(/:$/, '') : source.name;
     // Every uncontended attempt in flight borrows this signal (acquire.ts): many at once is normal.
     setMaxListeners(0, this.#host.closeSignal);
   }
@@ -167,15 +175,15 @@ export class Locker extends TypedEmitter {
     return new Election(this, validateLockId(name, 'name'), options);
   }
 
-  /** What the backend knows of `lockId`: holders, tokens, expiry, waiters. */
-  async inspect(lockId: string): Promise<LockState> {
+  /** What the backend knows of `lockId`: holders (who, token, since, lease end), waiters in queue order. */
+  async inspect(lockId: string): Promise<LockInfo> {
     const id = validateLockId(lockId);
     this.#assertOpen();
     const backend = await this.#host.connect();
     try {
-      return await backend.inspect(id);
+      return decodeState(await backend.inspect(id));
     } catch (err) {
-      throw unavailable(backend.name, `inspect of '${id}'`, err);
+      throw this.#registry.failed('inspect', id, backend.name, unavailable(backend.name, `inspect of '${id}'`, err));
     }
   }
 
@@ -191,6 +199,82 @@ export class Locker extends TypedEmitter {
     const state = await this.inspect(lockId);
     // A holder whose lease ran out on the server (kept only for lockDelay) holds no more.
     return state.holders.some((h) => h.token === token && (h.expiresInMs === undefined || h.expiresInMs > 0));
+  }
+
+  /**
+   * One page of the locks that have a holder or a waiter, in the backend's stable order;
+   * pass `cursor` back for the next page. `UnsupportedError` on a backend that cannot list.
+   * docs/observability.md.
+   */
+  async list(options?: ListOptions): Promise<ListResult> {
+    const checked = checkListOptions(options);
+    const signal = validateSignal(options?.signal);
+    this.#assertOpen();
+    signal?.throwIfAborted();
+    const backend = await this.#host.connect();
+    try {
+      return await listPage(backend, checked, signal ?? this.#host.closeSignal);
+    } catch (err) {
+      throw this.#registry.failed('list', undefined, backend.name, unavailable(backend.name, 'listing locks', err));
+    }
+  }
+
+  /**
+   * The changes of the locks under `prefix` (acquired, released, expired, lost, waiting,
+   * abandoned), the existing holds and waiters first. Ends when `signal` aborts or the
+   * locker closes. By notification where the backend has it, else by polling `list` every
+   * `everyMs` (docs/observability.md, "Watching").
+   */
+  watch(options: WatchOptions = {}): AsyncIterable<WatchEvent> {
+    const prefix = checkPrefix(options.prefix);
+    const everyMs = options.everyMs === undefined ? DEFAULT_WATCH_EVERY_MS : validateDuration(options.everyMs, 'everyMs');
+    const user = validateSignal(options.signal);
+    this.#assertOpen();
+    const host = this.#host;
+    const registry = this.#registry;
+    return {
+      [Symbol.asyncIterator]: async function* () {
+        const controller = new AbortController();
+        const untrack = host.track(controller);
+        const forward = (): void => controller.abort(user?.reason);
+        if (user?.aborted) forward();
+        user?.addEventListener('abort', forward, { once: true });
+        try {
+          const backend = await host.connect();
+          try {
+            yield* watchLocks(backend, prefix, everyMs, controller.signal);
+          } catch (err) {
+            throw registry.failed('watch', undefined, backend.name, unavailable(backend.name, 'watching locks', err));
+          }
+        } finally {
+          user?.removeEventListener('abort', forward);
+          untrack();
+          controller.abort();
+        }
+      },
+    };
+  }
+
+  /**
+   * Break `lockId` on purpose: end every hold as if its lease had run out (each holder's
+   * signal aborts at its next renewal) and move the token on so that a broken holder's token
+   * is refused by fenced resources. Emits `broken` and logs the reason and this locker's
+   * identity. Resolves how many holds were ended. docs/observability.md, "Breaking a lock".
+   */
+  async forceRelease(lockId: string, options: ForceReleaseOptions): Promise<number> {
+    const id = validateLockId(lockId);
+    const reason = checkReason(options);
+    this.#assertOpen();
+    const backend = await this.#host.connect();
+    let holds: number;
+    try {
+      holds = await breakLock(backend, id, reason, this.identity);
+    } catch (err) {
+      throw this.#registry.failed('forceRelease', id, backend.name, unavailable(backend.name, `breaking lock '${id}'`, err));
+    }
+    const events = this.#registry.events;
+    if (events.wants('broken')) events.emit('broken', { lockId: id, reason, by: this.identity, holds });
+    return holds;
   }
 
   /** The backend's name and capabilities (connects if needed). */

@@ -1,7 +1,8 @@
 /**
  * Optional Prometheus metrics through `prom-client` (an optional peer dependency, imported
  * only when this is called). Metrics are derived from the locker's events, so they cost
- * nothing when not used.
+ * nothing when not used. Every metric is labelled with the backend's scheme (`backend`)
+ * and documented in docs/observability.md, "Metrics".
  *
  * Lock ids are not labels by default: an unbounded label set is how a metrics backend
  * falls over. Pass `lockIdLabel: true` only when lock ids are few and known.
@@ -28,58 +29,99 @@ export interface PrometheusOptions {
   readonly lockIdLabel?: boolean;
 }
 
+type Prom = typeof import('prom-client');
+type Labels = Record<string, string>;
+
+/** The metrics, registered once per registry and prefix (a second locker reuses them). */
+function metricsOn(prom: Prom, registers: InstanceType<Prom['Registry']>[], p: string, labelNames: readonly string[]) {
+  const buckets = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60];
+  const get = <M>(name: string, make: () => M): M => (registers[0]?.getSingleMetric(`${p}${name}`) as M | undefined) ?? make();
+  const names = [...labelNames];
+  return {
+    wait: get(
+      'wait_seconds',
+      () =>
+        new prom.Histogram({ name: `${p}wait_seconds`, help: 'Time from a lock call to the grant', labelNames: names, buckets, registers }),
+    ),
+    hold: get(
+      'hold_seconds',
+      () =>
+        new prom.Histogram({ name: `${p}hold_seconds`, help: 'Time a lock was held until release', labelNames: names, buckets, registers }),
+    ),
+    contended: get(
+      'contended_total',
+      () => new prom.Counter({ name: `${p}contended_total`, help: 'Acquisitions that had to wait', labelNames: names, registers }),
+    ),
+    lost: get(
+      'lost_total',
+      () => new prom.Counter({ name: `${p}lost_total`, help: 'Leases lost while held', labelNames: [...names, 'reason'], registers }),
+    ),
+    held: get(
+      'held',
+      () => new prom.Gauge({ name: `${p}held`, help: 'Locks currently held by this process', labelNames: names, registers }),
+    ),
+    timeouts: get(
+      'timeouts_total',
+      () =>
+        new prom.Counter({
+          name: `${p}timeouts_total`,
+          help: 'Acquisitions that gave up when their wait bound ran out',
+          labelNames: names,
+          registers,
+        }),
+    ),
+    errors: get(
+      'backend_errors_total',
+      () =>
+        new prom.Counter({
+          name: `${p}backend_errors_total`,
+          help: 'Backend operations that failed (unreachable, not an answer about the lock)',
+          labelNames: ['backend', 'operation'],
+          registers,
+        }),
+    ),
+  };
+}
+
 /**
- * Export wait time, hold time, contention, held locks and lost leases of `locker`.
- * Resolves with a function that detaches the listeners (the metrics stay registered).
+ * Export wait time, hold time, contention, held locks, lost leases, timeouts and backend
+ * errors of `locker`, labelled by backend scheme. Resolves with a function that detaches
+ * the listeners (the metrics stay registered).
  */
 export async function instrumentPrometheus(locker: Locker, options: PrometheusOptions = {}): Promise<() => void> {
   const prom = await loadPromClient();
   // The registry is prom-client's own type at run time; the public option is structural.
   const registers = options.registry ? [options.registry as InstanceType<typeof prom.Registry>] : [prom.register];
-  const p = options.prefix ?? 'locksmith_';
   const byId = options.lockIdLabel ?? false;
-  const labelNames = byId ? (['kind', 'lock_id'] as const) : (['kind'] as const);
-  const labels = (e: { kind: string; lockId: string }): Record<string, string> =>
-    byId ? { kind: e.kind, lock_id: e.lockId } : { kind: e.kind };
-  const buckets = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60];
-
-  const existing = registers[0]?.getSingleMetric(`${p}wait_seconds`);
-  const wait =
-    (existing as InstanceType<typeof prom.Histogram> | undefined) ??
-    new prom.Histogram({ name: `${p}wait_seconds`, help: 'Time from a lock call to the grant', labelNames, buckets, registers });
-  const hold =
-    (registers[0]?.getSingleMetric(`${p}hold_seconds`) as InstanceType<typeof prom.Histogram> | undefined) ??
-    new prom.Histogram({ name: `${p}hold_seconds`, help: 'Time a lock was held until release', labelNames, buckets, registers });
-  const contended =
-    (registers[0]?.getSingleMetric(`${p}contended_total`) as InstanceType<typeof prom.Counter> | undefined) ??
-    new prom.Counter({ name: `${p}contended_total`, help: 'Acquisitions that had to wait', labelNames, registers });
-  const lost =
-    (registers[0]?.getSingleMetric(`${p}lost_total`) as InstanceType<typeof prom.Counter> | undefined) ??
-    new prom.Counter({ name: `${p}lost_total`, help: 'Leases lost while held', labelNames: [...labelNames, 'reason'], registers });
-  const held =
-    (registers[0]?.getSingleMetric(`${p}held`) as InstanceType<typeof prom.Gauge> | undefined) ??
-    new prom.Gauge({ name: `${p}held`, help: 'Locks currently held by this process', labelNames, registers });
+  const backend = locker.scheme;
+  const m = metricsOn(prom, registers, options.prefix ?? 'locksmith_', byId ? ['kind', 'backend', 'lock_id'] : ['kind', 'backend']);
+  const labels = (e: { kind: string; lockId: string }): Labels =>
+    byId ? { kind: e.kind, backend, lock_id: e.lockId } : { kind: e.kind, backend };
 
   const onAcquired = (e: LockerEvents['acquired']): void => {
-    wait.observe(labels(e), e.waitedMs / 1000);
-    if (!e.reentered) held.inc(labels(e));
+    m.wait.observe(labels(e), e.waitedMs / 1000);
+    if (!e.reentered) m.held.inc(labels(e));
   };
   const onReleased = (e: LockerEvents['released']): void => {
-    hold.observe(labels(e), e.heldMs / 1000);
-    held.dec(labels(e));
+    m.hold.observe(labels(e), e.heldMs / 1000);
+    m.held.dec(labels(e));
   };
-  const onWaiting = (e: LockerEvents['waiting']): void => contended.inc(labels(e));
+  const onWaiting = (e: LockerEvents['waiting']): void => m.contended.inc(labels(e));
   const onLost = (e: LockerEvents['lost']): void => {
-    lost.inc({ ...labels(e), reason: e.error.reason });
-    held.dec(labels(e));
+    m.lost.inc({ ...labels(e), reason: e.error.reason });
+    m.held.dec(labels(e));
   };
+  const onTimeout = (e: LockerEvents['timeout']): void => m.timeouts.inc(labels(e));
+  const onError = (e: LockerEvents['error']): void => m.errors.inc({ backend, operation: e.operation });
   locker.on('acquired', onAcquired).on('released', onReleased).on('waiting', onWaiting).on('lost', onLost);
+  locker.on('timeout', onTimeout).on('error', onError);
   return () => {
     locker.off('acquired', onAcquired).off('released', onReleased).off('waiting', onWaiting).off('lost', onLost);
+    locker.off('timeout', onTimeout).off('error', onError);
   };
 }
 
-async function loadPromClient(): Promise<typeof import('prom-client')> {
+async function loadPromClient(): Promise<Prom> {
   try {
     return await import('prom-client');
   } catch (err) {

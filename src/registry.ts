@@ -5,8 +5,9 @@
  * renewals, losses and releases here (docs/architecture.md, "One way down").
  */
 import type { Backend, Grant } from './backend.js';
-import type { LockLostError } from './errors.js';
-import { EventHub, lockEvent } from './events.js';
+import { BackendUnavailableError, QuorumError, type LockLostError, type LocksmithError } from './errors.js';
+import { EventHub, lockEvent, type BackendOperation } from './events.js';
+import { leaseLog as log } from './observe/log.js';
 import { Lease, now, type LeaseHooks } from './lease.js';
 import { Reentry } from './reentry.js';
 
@@ -35,16 +36,39 @@ export class Registry {
         if (events.wants('extended')) events.emit('extended', lockEvent(lease.grant, { validUntil: lease.validUntil }));
       },
       onLost: (lease, error: LockLostError) => {
+        if (log.enabled) log('%s: lost token %s (%s)', lease.grant.lockId, lease.grant.token, error.reason);
         if (events.wants('lost')) events.emit('lost', lockEvent(lease.grant, { error }));
       },
       onReleased: (lease, released) => {
+        if (log.enabled)
+          log(
+            '%s: released token %s after %dms (%s)',
+            lease.grant.lockId,
+            lease.grant.token,
+            Math.round(now() - lease.acquiredAt),
+            released ? 'was held' : 'had expired',
+          );
         if (events.wants('released')) events.emit('released', lockEvent(lease.grant, { heldMs: now() - lease.acquiredAt, released }));
+      },
+      onError: (lease, operation, error) => {
+        this.failed(operation, lease.grant.lockId, lease.backendName, error);
       },
       onEnded: (lease) => {
         this.#leases.delete(lease);
         this.reentry.forget(lease);
       },
     };
+  }
+
+  /**
+   * Tell the `error` listeners (and the log) of a backend failure: unreachable, or an error
+   * that is not an answer about the lock. Returns the error, to be thrown on.
+   */
+  failed(operation: BackendOperation, lockId: string | undefined, backend: string, error: LocksmithError): LocksmithError {
+    if (!(error instanceof BackendUnavailableError || error instanceof QuorumError)) return error;
+    if (log.enabled) log('%s: %s on %s failed: %s', lockId ?? '-', operation, backend, error.message);
+    if (this.events.wants('error')) this.events.emit('error', { lockId, operation, backend, error });
+    return error;
   }
 
   /** A lease on `grant`, its validity counted from `sentAt`; not started nor registered yet. */

@@ -6,7 +6,7 @@
  * directory. A cluster puts its nodes on 127.0.0.1, 127.0.0.2, 127.0.0.3 (all loopback on
  * Linux) with the same ports, which is what Cassandra expects of one node per address.
  */
-import { execFile } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { createConnection } from 'node:net';
@@ -157,6 +157,146 @@ async function logHas(file: string, needle: string): Promise<boolean> {
   }
 }
 
+/** What every node of one start shares. */
+interface CassandraPlan {
+  readonly count: number;
+  readonly hosts: readonly string[];
+  readonly storagePort: number;
+  readonly nativePort: number;
+  readonly dataDir: string;
+  readonly template: string;
+  readonly classpath: string;
+  readonly heap: string;
+  readonly timeoutMs: number;
+  readonly tombstoneFailure: number;
+}
+
+/** Ports free on every address of `hosts` (every node listens on the same two). */
+async function portsFreeEverywhere(hosts: readonly string[]): Promise<{ storagePort: number; nativePort: number }> {
+  for (;;) {
+    const storagePort = await freePort();
+    const nativePort = await freePort();
+    if (storagePort !== nativePort && (await isFreeEverywhere(storagePort, hosts)) && (await isFreeEverywhere(nativePort, hosts))) {
+      return { storagePort, nativePort };
+    }
+  }
+}
+
+/** The JVM command line of one node whose files are under `dir`. */
+function cassandraJvmArgs(plan: CassandraPlan, dir: string, yamlPath: string): string[] {
+  return [
+    `-Xms${plan.heap}`,
+    `-Xmx${plan.heap}`,
+    '-Xss256k',
+    '-XX:+UseG1GC',
+    '-XX:ActiveProcessorCount=2',
+    '-ea',
+    '-da:net.openhft...',
+    '-Djava.net.preferIPv4Stack=true',
+    '-Dchronicle.analytics.disable=true',
+    '-Djdk.attach.allowAttachSelf=true',
+    '-Dio.netty.tryReflectionSetAccessible=true',
+    ...EXPORTS.flatMap((e) => ['--add-exports', `${e}=ALL-UNNAMED`]),
+    ...OPENS.flatMap((o) => ['--add-opens', `${o}=ALL-UNNAMED`]),
+    '-Dcassandra-foreground=yes',
+    `-Dcassandra.config=file://${yamlPath}`,
+    `-Dcassandra.storagedir=${join(dir, 'data')}`,
+    `-Dcassandra.logdir=${join(dir, 'logs')}`,
+    `-Dlogback.configurationFile=${join(assets, 'logback.xml')}`,
+    `-Djna.tmpdir=${join(dir, 'tmp')}`,
+    `-Djava.io.tmpdir=${join(dir, 'tmp')}`,
+    '-Dcassandra.skip_wait_for_gossip_to_settle=0',
+    '-Dcassandra.ring_delay_ms=1000',
+    '-Dcassandra.consistent.rangemovement=false',
+    '-Dcassandra.unsafesystem=true',
+    '-Dcassandra.superuser_setup_delay_ms=0',
+    '-cp',
+    plan.classpath,
+    'org.apache.cassandra.service.CassandraDaemon',
+  ];
+}
+
+/** Prepare node `i`'s directory and configuration; returns how to start it (and start it again). */
+async function prepareCassandraNode(
+  plan: CassandraPlan,
+  host: string,
+  i: number,
+): Promise<{ host: string; start: () => Promise<ChildProcess> }> {
+  const dir = join(plan.dataDir, `node${i + 1}`);
+  await mkdir(join(dir, 'logs'), { recursive: true });
+  await mkdir(join(dir, 'tmp'), { recursive: true });
+  const vars: Record<string, string> = {
+    initial_token: tokenFor(i, plan.count),
+    seeds: `127.0.0.1:${plan.storagePort}`,
+    host,
+    storage_port: String(plan.storagePort),
+    native_port: String(plan.nativePort),
+    tombstone_warn: String(Math.max(1, Math.floor(plan.tombstoneFailure / 5))),
+    tombstone_failure: String(plan.tombstoneFailure),
+  };
+  const yamlPath = join(dir, 'cassandra.yaml');
+  await writeFile(
+    yamlPath,
+    plan.template.replace(/\$\{(\w+)\}/g, (_, k: string) => vars[k] ?? ''),
+  );
+  const logFile = join(dir, 'logs', 'stdout.log');
+  const args = cassandraJvmArgs(plan, dir, yamlPath);
+  const start = async (): Promise<ChildProcess> => {
+    // A restart must find the readiness line written by this start, not the previous one.
+    await writeFile(logFile, '');
+    const child = await spawnServer(javaBinary(), args, { logFile, cwd: dir });
+    const exited = new Promise<never>((_, reject) => {
+      child.once('exit', (code, sig) => reject(new Error(`cassandra node ${host} exited during startup (${code ?? sig}); see ${logFile}`)));
+    });
+    exited.catch(() => undefined);
+    await Promise.race([
+      exited,
+      waitFor(
+        `cassandra node ${host}:${plan.nativePort}`,
+        async () => (await logHas(logFile, 'Starting listening for CQL clients')) && (await portOpen(host, plan.nativePort)),
+        { timeoutMs: plan.timeoutMs, intervalMs: 250 },
+      ),
+    ]);
+    return child;
+  };
+  return { host, start };
+}
+
+/** Every node must see every other one as UP, or QUORUM would fail right after start. */
+async function awaitGossip(plan: CassandraPlan): Promise<void> {
+  const { count, hosts, storagePort } = plan;
+  await waitFor(
+    'cassandra cluster gossip',
+    async () => {
+      for (let i = 0; i < count; i++) {
+        const log = await readFile(join(plan.dataDir, `node${i + 1}`, 'logs', 'stdout.log'), 'utf8').catch(() => '');
+        const ups = hosts.filter((h) => h !== hosts[i] && log.includes(`/${h}:${storagePort} is now UP`));
+        if (ups.length < count - 1) return false;
+      }
+      return true;
+    },
+    { timeoutMs: plan.timeoutMs, intervalMs: 250 },
+  );
+}
+
+/** Start the seed, then the others together (auto_bootstrap is off, nothing streams), and wait for gossip. */
+async function startCassandraNodes(plan: CassandraPlan): Promise<Array<ServerNode & { stop(): Promise<void> }>> {
+  const starters = await Promise.all(plan.hosts.map((host, i) => prepareCassandraNode(plan, host, i)));
+  const nodes: Array<ServerNode & { stop(): Promise<void> }> = [];
+  try {
+    const [first, ...rest] = starters;
+    if (!first) throw new Error('startCassandra: nodes must be ≥ 1');
+    nodes.push(await makeNode('cassandra-1', first.host, plan.nativePort, first.start));
+    nodes.push(...(await Promise.all(rest.map((n, i) => makeNode(`cassandra-${i + 2}`, n.host, plan.nativePort, n.start)))));
+    if (plan.count > 1) await awaitGossip(plan);
+    return nodes;
+  } catch (err) {
+    await Promise.all(nodes.map((n) => n.stop().catch(() => undefined)));
+    await removeDir(plan.dataDir);
+    throw err;
+  }
+}
+
 /**
  * Start a Cassandra node (or a cluster of `nodes` on 127.0.0.1..N) and wait until every
  * node serves CQL and sees the others. Returns a URL `cassandra://h1,h2,h3:port/keyspace`.
@@ -165,138 +305,31 @@ export async function startCassandra(opts: CassandraServerOptions = {}): Promise
   const count = opts.nodes ?? 1;
   if (javaBinary() === 'java') await aptInstall('/usr/lib/jvm/java-17-openjdk-amd64/bin/java', ['openjdk-17-jre-headless']);
   const lib = await installCassandra();
-  const dataDir = await makeDataDir('cassandra');
   const hosts = Array.from({ length: count }, (_, i) => `127.0.0.${i + 1}`);
-  // Same ports on every address: pick ports free on all of them.
-  let storagePort = 0;
-  let nativePort = 0;
-  for (;;) {
-    storagePort = await freePort();
-    nativePort = await freePort();
-    if (storagePort !== nativePort && (await isFreeEverywhere(storagePort, hosts)) && (await isFreeEverywhere(nativePort, hosts))) break;
-  }
-  const template = await readFile(join(assets, 'cassandra.yaml.template'), 'utf8');
-  const logback = join(assets, 'logback.xml');
-  const classpath = `${lib}/*`;
-  const heap = opts.heap ?? '768m';
-  const timeoutMs = opts.startTimeoutMs ?? 240_000;
-
-  const nodeStarters = await Promise.all(
-    hosts.map(async (host, i) => {
-      const dir = join(dataDir, `node${i + 1}`);
-      await mkdir(join(dir, 'logs'), { recursive: true });
-      await mkdir(join(dir, 'tmp'), { recursive: true });
-      const vars: Record<string, string> = {
-        initial_token: tokenFor(i, count),
-        seeds: `127.0.0.1:${storagePort}`,
-        host,
-        storage_port: String(storagePort),
-        native_port: String(nativePort),
-        tombstone_warn: String(Math.max(1, Math.floor((opts.tombstoneFailureThreshold ?? 5000) / 5))),
-        tombstone_failure: String(opts.tombstoneFailureThreshold ?? 5000),
-      };
-      const yaml = template.replace(/\$\{(\w+)\}/g, (_, k: string) => vars[k] ?? '');
-      const yamlPath = join(dir, 'cassandra.yaml');
-      await writeFile(yamlPath, yaml);
-      const logFile = join(dir, 'logs', 'stdout.log');
-      const args = [
-        `-Xms${heap}`,
-        `-Xmx${heap}`,
-        '-Xss256k',
-        '-XX:+UseG1GC',
-        '-XX:ActiveProcessorCount=2',
-        '-ea',
-        '-da:net.openhft...',
-        '-Djava.net.preferIPv4Stack=true',
-        '-Dchronicle.analytics.disable=true',
-        '-Djdk.attach.allowAttachSelf=true',
-        '-Dio.netty.tryReflectionSetAccessible=true',
-        ...EXPORTS.flatMap((e) => ['--add-exports', `${e}=ALL-UNNAMED`]),
-        ...OPENS.flatMap((o) => ['--add-opens', `${o}=ALL-UNNAMED`]),
-        '-Dcassandra-foreground=yes',
-        `-Dcassandra.config=file://${yamlPath}`,
-        `-Dcassandra.storagedir=${join(dir, 'data')}`,
-        `-Dcassandra.logdir=${join(dir, 'logs')}`,
-        `-Dlogback.configurationFile=${logback}`,
-        `-Djna.tmpdir=${join(dir, 'tmp')}`,
-        `-Djava.io.tmpdir=${join(dir, 'tmp')}`,
-        '-Dcassandra.skip_wait_for_gossip_to_settle=0',
-        '-Dcassandra.ring_delay_ms=1000',
-        '-Dcassandra.consistent.rangemovement=false',
-        '-Dcassandra.unsafesystem=true',
-        '-Dcassandra.superuser_setup_delay_ms=0',
-        '-cp',
-        classpath,
-        'org.apache.cassandra.service.CassandraDaemon',
-      ];
-      const start = async () => {
-        // A restart must find the readiness line written by this start, not the previous one.
-        await writeFile(logFile, '');
-        const child = await spawnServer(javaBinary(), args, { logFile, cwd: dir });
-        const exited = new Promise<never>((_, reject) => {
-          child.once('exit', (code, sig) =>
-            reject(new Error(`cassandra node ${host} exited during startup (${code ?? sig}); see ${logFile}`)),
-          );
-        });
-        exited.catch(() => undefined);
-        await Promise.race([
-          exited,
-          waitFor(
-            `cassandra node ${host}:${nativePort}`,
-            async () => (await logHas(logFile, 'Starting listening for CQL clients')) && (await portOpen(host, nativePort)),
-            { timeoutMs, intervalMs: 250 },
-          ),
-        ]);
-        return child;
-      };
-      return { host, start };
-    }),
-  );
-
-  const nodes: Array<ServerNode & { stop(): Promise<void> }> = [];
-  const stopAll = async (): Promise<void> => {
-    await Promise.all(nodes.map((n) => n.stop().catch(() => undefined)));
+  const plan: CassandraPlan = {
+    count,
+    hosts,
+    ...(await portsFreeEverywhere(hosts)),
+    dataDir: await makeDataDir('cassandra'),
+    template: await readFile(join(assets, 'cassandra.yaml.template'), 'utf8'),
+    classpath: `${lib}/*`,
+    heap: opts.heap ?? '768m',
+    timeoutMs: opts.startTimeoutMs ?? 240_000,
+    tombstoneFailure: opts.tombstoneFailureThreshold ?? 5000,
   };
-  try {
-    // The seed first; the others may then join together (auto_bootstrap is off, nothing streams).
-    const [first, ...rest] = nodeStarters;
-    if (!first) throw new Error('startCassandra: nodes must be ≥ 1');
-    nodes.push(await makeNode('cassandra-1', first.host, nativePort, first.start));
-    const others = await Promise.all(rest.map((n, i) => makeNode(`cassandra-${i + 2}`, n.host, nativePort, n.start)));
-    nodes.push(...others);
-    if (count > 1) {
-      // Every node must see every other one as UP, or QUORUM would fail right after start.
-      await waitFor(
-        'cassandra cluster gossip',
-        async () => {
-          for (let i = 0; i < count; i++) {
-            const log = await readFile(join(dataDir, `node${i + 1}`, 'logs', 'stdout.log'), 'utf8').catch(() => '');
-            const ups = hosts.filter((h) => h !== hosts[i] && log.includes(`/${h}:${storagePort} is now UP`));
-            if (ups.length < count - 1) return false;
-          }
-          return true;
-        },
-        { timeoutMs, intervalMs: 250 },
-      );
-    }
-  } catch (err) {
-    await stopAll();
-    await removeDir(dataDir);
-    throw err;
-  }
-
+  const nodes = await startCassandraNodes(plan);
   const keyspace = opts.keyspace ?? 'locksmith';
   const query = opts.query ? `?${opts.query}` : '';
   let stopped = false;
   return {
     engine: 'cassandra',
-    url: `cassandra://${hosts.join(',')}:${nativePort}/${keyspace}${query}`,
+    url: `cassandra://${hosts.join(',')}:${plan.nativePort}/${keyspace}${query}`,
     nodes,
     async stop() {
       if (stopped) return;
       stopped = true;
-      await stopAll();
-      await removeDir(dataDir);
+      await Promise.all(nodes.map((n) => n.stop().catch(() => undefined)));
+      await removeDir(plan.dataDir);
     },
   };
 }

@@ -84,6 +84,78 @@ async function statusOf(node: ServerNode): Promise<{ self: string; leader: strin
   }
 }
 
+/** Where each member listens: its client and peer ports, and the initial cluster they form. */
+interface EtcdPlan {
+  readonly host: string;
+  readonly clientPort: (i: number) => number;
+  readonly peerPort: (i: number) => number;
+  readonly cluster: string;
+  /** One token for the whole cluster: members with different tokens refuse each other. */
+  readonly token: string;
+}
+
+/** The command line of member `i` (named `name`, its data under `nodeDir`). */
+function etcdArgs(plan: EtcdPlan, i: number, name: string, nodeDir: string, opts: EtcdServerOptions): string[] {
+  const { host, clientPort, peerPort } = plan;
+  return [
+    `--name=${name}`,
+    `--data-dir=${join(nodeDir, 'data')}`,
+    `--listen-client-urls=http://${host}:${clientPort(i)}`,
+    `--advertise-client-urls=http://${host}:${clientPort(i)}`,
+    `--listen-peer-urls=http://${host}:${peerPort(i)}`,
+    `--initial-advertise-peer-urls=http://${host}:${peerPort(i)}`,
+    `--initial-cluster=${plan.cluster}`,
+    `--initial-cluster-token=${plan.token}`,
+    '--initial-cluster-state=new',
+    `--heartbeat-interval=${opts.heartbeatMs ?? 100}`,
+    `--election-timeout=${opts.electionTimeoutMs ?? 1000}`,
+    '--logger=zap',
+    '--log-level=warn',
+    '--snapshot-count=100000',
+  ];
+}
+
+/** Start every member and wait until all are healthy; on failure stop what started and remove `dir`. */
+async function startMembers(
+  n: number,
+  dir: string,
+  plan: EtcdPlan,
+  opts: EtcdServerOptions,
+): Promise<(ServerNode & { stop(): Promise<void> })[]> {
+  const nodes: (ServerNode & { stop(): Promise<void> })[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const name = `e${i + 1}`;
+      const nodeDir = join(dir, name);
+      await mkdir(nodeDir, { recursive: true });
+      const args = etcdArgs(plan, i, name, nodeDir, opts);
+      const start = () => spawnServer('etcd', args, { logFile: join(nodeDir, 'server.log'), cwd: nodeDir });
+      nodes.push(await makeNode(name, plan.host, plan.clientPort(i), start));
+    }
+    await waitFor(`etcd ${n}-member cluster to be healthy`, async () => (await Promise.all(nodes.map(healthy))).every(Boolean), {
+      timeoutMs: 60_000,
+      intervalMs: 200,
+    });
+    return nodes;
+  } catch (err) {
+    for (const node of nodes) await node.stop().catch(() => undefined);
+    await removeDir(dir);
+    throw err;
+  }
+}
+
+/** The member the others follow, undefined while there is none. */
+async function leaderOf(nodes: readonly ServerNode[]): Promise<ServerNode | undefined> {
+  for (const node of nodes) {
+    const s = await statusOf(node);
+    if (!s) continue;
+    for (const other of nodes) {
+      if ((await statusOf(other))?.self === s.leader) return other;
+    }
+  }
+  return undefined;
+}
+
 /**
  * Install if needed, start `nodes` etcd members on free loopback ports with fresh data
  * directories, and wait until every member is healthy (a leader elected, a quorum serving).
@@ -94,46 +166,15 @@ export async function startEtcd(opts: EtcdServerOptions = {}): Promise<RunningEt
   const host = '127.0.0.1';
   const dir = opts.memory ? await mkdtemp(join('/dev/shm', 'locksmith-etcd-')) : await makeDataDir('etcd');
   const ports = await freePorts(n * 2);
-  const clientPort = (i: number): number => ports[i * 2] as number;
   const peerPort = (i: number): number => ports[i * 2 + 1] as number;
-  const cluster = Array.from({ length: n }, (_, i) => `e${i + 1}=http://${host}:${peerPort(i)}`).join(',');
-  // One token for the whole cluster: members with different tokens refuse each other.
-  const token = `locksmith-${process.pid}-${Date.now()}`;
-  const nodes: (ServerNode & { stop(): Promise<void> })[] = [];
-  try {
-    for (let i = 0; i < n; i++) {
-      const name = `e${i + 1}`;
-      const nodeDir = join(dir, name);
-      await mkdir(nodeDir, { recursive: true });
-      const args = [
-        `--name=${name}`,
-        `--data-dir=${join(nodeDir, 'data')}`,
-        `--listen-client-urls=http://${host}:${clientPort(i)}`,
-        `--advertise-client-urls=http://${host}:${clientPort(i)}`,
-        `--listen-peer-urls=http://${host}:${peerPort(i)}`,
-        `--initial-advertise-peer-urls=http://${host}:${peerPort(i)}`,
-        `--initial-cluster=${cluster}`,
-        `--initial-cluster-token=${token}`,
-        '--initial-cluster-state=new',
-        `--heartbeat-interval=${opts.heartbeatMs ?? 100}`,
-        `--election-timeout=${opts.electionTimeoutMs ?? 1000}`,
-        '--logger=zap',
-        '--log-level=warn',
-        '--snapshot-count=100000',
-      ];
-      const start = () => spawnServer('etcd', args, { logFile: join(nodeDir, 'server.log'), cwd: nodeDir });
-      nodes.push(await makeNode(name, host, clientPort(i), start));
-    }
-    await waitFor(`etcd ${n}-member cluster to be healthy`, async () => (await Promise.all(nodes.map(healthy))).every(Boolean), {
-      timeoutMs: 60_000,
-      intervalMs: 200,
-    });
-  } catch (err) {
-    for (const node of nodes) await node.stop().catch(() => undefined);
-    await removeDir(dir);
-    throw err;
-  }
-
+  const plan: EtcdPlan = {
+    host,
+    clientPort: (i) => ports[i * 2] as number,
+    peerPort,
+    cluster: Array.from({ length: n }, (_, i) => `e${i + 1}=http://${host}:${peerPort(i)}`).join(','),
+    token: `locksmith-${process.pid}-${Date.now()}`,
+  };
+  const nodes = await startMembers(n, dir, plan, opts);
   let stopped = false;
   return {
     engine: 'etcd',
@@ -141,16 +182,7 @@ export async function startEtcd(opts: EtcdServerOptions = {}): Promise<RunningEt
     endpoints: nodes.map((node) => `http://${node.host}:${node.port}`).join(','),
     nodes,
     healthy,
-    async leader() {
-      for (const node of nodes) {
-        const s = await statusOf(node);
-        if (!s) continue;
-        for (const other of nodes) {
-          if ((await statusOf(other))?.self === s.leader) return other;
-        }
-      }
-      return undefined;
-    },
+    leader: () => leaderOf(nodes),
     async stop() {
       if (stopped) return;
       stopped = true;

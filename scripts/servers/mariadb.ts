@@ -33,22 +33,19 @@ export interface StartMariaDbOptions {
   readonly readyTimeoutMs?: number;
 }
 
-/** Start one MariaDB server; `stop()` shuts it down and removes its directory. */
-export async function startMariaDb(opts: StartMariaDbOptions = {}): Promise<RunningMariaDb> {
-  await aptInstall(MARIADBD, ['mariadb-server']);
-  const port = await freePort();
-  const dir = await makeDataDir('mariadb');
-  const data = join(dir, 'data');
-  const socket = join(dir, 'mysqld.sock');
+/** A fresh data directory owned by the unprivileged `mysql` user (mariadbd refuses root). */
+async function initMariaDbData(dir: string, data: string): Promise<void> {
   await execFileP('chown', ['-R', 'mysql:mysql', dir]);
   await execFileP(
     'mariadb-install-db',
     ['--no-defaults', `--datadir=${data}`, '--user=mysql', '--auth-root-authentication-method=normal', '--skip-test-db'],
-    {
-      maxBuffer: 16 << 20,
-    },
+    { maxBuffer: 16 << 20 },
   );
-  const args = [
+}
+
+/** The command line of mariadbd on `port`, its files under `dir`. */
+function mariaDbArgs(port: number, dir: string, data: string, socket: string): string[] {
+  return [
     '--no-defaults',
     `--datadir=${data}`,
     '--user=mysql',
@@ -63,6 +60,40 @@ export async function startMariaDb(opts: StartMariaDbOptions = {}): Promise<Runn
     '--max-connections=600',
     `--log-error=${join(dir, 'error.log')}`,
   ];
+}
+
+/** The node of a server whose process is `proc.child`, and that `start()` starts again. */
+function mariaDbNode(port: number, proc: { child: ChildProcess }, start: () => Promise<ChildProcess>): ServerNode {
+  return {
+    name: 'mariadb-0',
+    host: '127.0.0.1',
+    port,
+    get pid() {
+      return proc.child.pid ?? -1;
+    },
+    kill: () => killChild(proc.child, 'SIGKILL'),
+    pause: () => {
+      if (proc.child.pid !== undefined) process.kill(proc.child.pid, 'SIGSTOP');
+    },
+    resume: () => {
+      if (proc.child.pid !== undefined) process.kill(proc.child.pid, 'SIGCONT');
+    },
+    restart: async () => {
+      await killChild(proc.child, 'SIGKILL');
+      proc.child = await start();
+    },
+  };
+}
+
+/** Start one MariaDB server; `stop()` shuts it down and removes its directory. */
+export async function startMariaDb(opts: StartMariaDbOptions = {}): Promise<RunningMariaDb> {
+  await aptInstall(MARIADBD, ['mariadb-server']);
+  const port = await freePort();
+  const dir = await makeDataDir('mariadb');
+  const data = join(dir, 'data');
+  const socket = join(dir, 'mysqld.sock');
+  await initMariaDbData(dir, data);
+  const args = mariaDbArgs(port, dir, data, socket);
   const readyTimeoutMs = opts.readyTimeoutMs ?? 120_000;
   const start = async (): Promise<ChildProcess> => {
     const child = await spawnServer(MARIADBD, args, { logFile: join(dir, 'mariadbd.log'), cwd: dir });
@@ -77,31 +108,13 @@ export async function startMariaDb(opts: StartMariaDbOptions = {}): Promise<Runn
     );
     return child;
   };
-  let child = await start();
+  const proc = { child: await start() };
   await adminMariaDb(socket, [
     'CREATE DATABASE IF NOT EXISTS locksmith',
     "CREATE USER IF NOT EXISTS 'locksmith'@'%' IDENTIFIED BY 'secret'",
     "GRANT ALL ON locksmith.* TO 'locksmith'@'%'",
   ]);
-  const node: ServerNode = {
-    name: 'mariadb-0',
-    host: '127.0.0.1',
-    port,
-    get pid() {
-      return child.pid ?? -1;
-    },
-    kill: () => killChild(child, 'SIGKILL'),
-    pause: () => {
-      if (child.pid !== undefined) process.kill(child.pid, 'SIGSTOP');
-    },
-    resume: () => {
-      if (child.pid !== undefined) process.kill(child.pid, 'SIGCONT');
-    },
-    restart: async () => {
-      await killChild(child, 'SIGKILL');
-      child = await start();
-    },
-  };
+  const node = mariaDbNode(port, proc, start);
   let stopped = false;
   return {
     engine: 'mariadb',
@@ -111,7 +124,7 @@ export async function startMariaDb(opts: StartMariaDbOptions = {}): Promise<Runn
     async stop() {
       if (stopped) return;
       stopped = true;
-      await killChild(child, 'SIGTERM', 20_000);
+      await killChild(proc.child, 'SIGTERM', 20_000);
       await removeDir(dir);
     },
   };

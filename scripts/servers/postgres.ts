@@ -51,16 +51,16 @@ async function asPostgres(cmd: string, args: readonly string[]): Promise<void> {
   await execFileP('runuser', ['-u', 'postgres', '--', cmd, ...args], { maxBuffer: 16 << 20 });
 }
 
-/** Start one PostgreSQL server; `stop()` shuts it down and removes its directory. */
-export async function startPostgres(opts: StartPostgresOptions = {}): Promise<RunningServer & { readonly nodes: readonly ServerNode[] }> {
+/** The installed server's bin directory, installing Debian's package when none is. */
+async function postgresBin(): Promise<string> {
   if (!binDir()) await aptInstall('/usr/lib/postgresql/15/bin/postgres', ['postgresql']);
   const bin = binDir();
   if (!bin) throw new Error('postgresql installed but no /usr/lib/postgresql/<major>/bin/postgres found');
-  const port = await freePort();
-  const dir = await makeDataDir('postgres');
-  const data = join(dir, 'data');
-  await execFileP('chown', ['-R', 'postgres:postgres', dir]);
-  await asPostgres(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--locale=C.UTF-8']);
+  return bin;
+}
+
+/** The server's command line: its data directory and settings for a fast, throw-away test server. */
+function postgresArgs(port: number, dir: string, data: string, extra: Record<string, string> | undefined): string[] {
   const settings: Record<string, string> = {
     listen_addresses: '127.0.0.1',
     port: String(port),
@@ -71,50 +71,70 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Ru
     full_page_writes: 'off',
     max_connections: '400',
     shared_buffers: '32MB',
-    ...(opts.settings ?? {}),
+    ...(extra ?? {}),
   };
-  const args = ['-D', data, ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
-  const readyTimeoutMs = opts.readyTimeoutMs ?? 60_000;
+  return ['-D', data, ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
+}
+
+/** Resolves once a client can run a query on `port` (rejects when the server exited). */
+async function postgresReady(child: ChildProcess, port: number, dir: string, timeoutMs: number): Promise<void> {
+  await waitFor(
+    `postgres on port ${port}`,
+    async () => {
+      if (child.exitCode !== null) throw new Error(`postgres exited with ${child.exitCode}; see ${dir}/postgres.log`);
+      const c = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 2_000 });
+      c.on('error', () => undefined);
+      await c.connect();
+      await c.query('SELECT 1').finally(() => c.end());
+      return true;
+    },
+    { timeoutMs, intervalMs: 100 },
+  );
+}
+
+/** The node of a server whose process is `proc.child`, and that `start()` starts again. */
+function postgresNode(port: number, proc: { child: ChildProcess }, start: () => Promise<ChildProcess>): ServerNode {
+  return {
+    name: 'postgres-0',
+    host: '127.0.0.1',
+    port,
+    get pid() {
+      return proc.child.pid ?? -1;
+    },
+    kill: () => killChild(proc.child, 'SIGQUIT', 10_000),
+    pause: () => {
+      if (proc.child.pid !== undefined) process.kill(proc.child.pid, 'SIGSTOP');
+    },
+    resume: () => {
+      if (proc.child.pid !== undefined) process.kill(proc.child.pid, 'SIGCONT');
+    },
+    restart: async () => {
+      await killChild(proc.child, 'SIGQUIT', 10_000);
+      proc.child = await start();
+    },
+  };
+}
+
+/** Start one PostgreSQL server; `stop()` shuts it down and removes its directory. */
+export async function startPostgres(opts: StartPostgresOptions = {}): Promise<RunningServer & { readonly nodes: readonly ServerNode[] }> {
+  const bin = await postgresBin();
+  const port = await freePort();
+  const dir = await makeDataDir('postgres');
+  const data = join(dir, 'data');
+  await execFileP('chown', ['-R', 'postgres:postgres', dir]);
+  await asPostgres(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--locale=C.UTF-8']);
+  const args = postgresArgs(port, dir, data, opts.settings);
   const start = async (): Promise<ChildProcess> => {
     const child = await spawnServer('setpriv', ['--reuid=postgres', '--regid=postgres', '--clear-groups', join(bin, 'postgres'), ...args], {
       logFile: join(dir, 'postgres.log'),
       cwd: dir,
     });
-    await waitFor(
-      `postgres on port ${port}`,
-      async () => {
-        if (child.exitCode !== null) throw new Error(`postgres exited with ${child.exitCode}; see ${dir}/postgres.log`);
-        const c = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 2_000 });
-        c.on('error', () => undefined);
-        await c.connect();
-        await c.query('SELECT 1').finally(() => c.end());
-        return true;
-      },
-      { timeoutMs: readyTimeoutMs, intervalMs: 100 },
-    );
+    await postgresReady(child, port, dir, opts.readyTimeoutMs ?? 60_000);
     return child;
   };
-  let child = await start();
+  const proc = { child: await start() };
   await admin(port, ["CREATE ROLE locksmith LOGIN PASSWORD 'secret'", 'CREATE DATABASE locksmith OWNER locksmith']);
-  const node: ServerNode = {
-    name: 'postgres-0',
-    host: '127.0.0.1',
-    port,
-    get pid() {
-      return child.pid ?? -1;
-    },
-    kill: () => killChild(child, 'SIGQUIT', 10_000),
-    pause: () => {
-      if (child.pid !== undefined) process.kill(child.pid, 'SIGSTOP');
-    },
-    resume: () => {
-      if (child.pid !== undefined) process.kill(child.pid, 'SIGCONT');
-    },
-    restart: async () => {
-      await killChild(child, 'SIGQUIT', 10_000);
-      child = await start();
-    },
-  };
+  const node = postgresNode(port, proc, start);
   let stopped = false;
   return {
     engine: 'postgres',
@@ -124,7 +144,7 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Ru
       if (stopped) return;
       stopped = true;
       // SIGINT: fast shutdown (ends the sessions, then exits).
-      await killChild(child, 'SIGINT', 10_000);
+      await killChild(proc.child, 'SIGINT', 10_000);
       await removeDir(dir);
     },
   };
@@ -144,25 +164,13 @@ export async function admin(port: number, statements: readonly string[], databas
   }
 }
 
-/**
- * PgBouncer in transaction-pooling mode in front of a running PostgreSQL (Debian's
- * `pgbouncer`, installed when missing; run as the `postgres` user, it refuses root): every
- * transaction may land on another server connection, which breaks anything bound to a
- * session (advisory locks, LISTEN, session variables). `url` reaches database `locksmith`
- * through it as user `locksmith`.
- */
-export async function startPgBouncer(server: RunningServer, poolSize = 3): Promise<RunningServer> {
-  await aptInstall('/usr/sbin/pgbouncer', ['pgbouncer']);
-  const target = server.nodes[0];
-  if (!target) throw new Error('no postgres node to put pgbouncer in front of');
-  const port = await freePort();
-  const dir = await makeDataDir('pgbouncer');
-  await writeFile(join(dir, 'userlist.txt'), '"locksmith" "secret"\n');
+/** PgBouncer's configuration: transaction pooling of database `locksmith` on `targetPort`. */
+async function writePgBouncerIni(dir: string, port: number, targetPort: number, poolSize: number): Promise<void> {
   await writeFile(
     join(dir, 'pgbouncer.ini'),
     [
       '[databases]',
-      `locksmith = host=127.0.0.1 port=${target.port} dbname=locksmith`,
+      `locksmith = host=127.0.0.1 port=${targetPort} dbname=locksmith`,
       '[pgbouncer]',
       'listen_addr = 127.0.0.1',
       `listen_port = ${port}`,
@@ -177,6 +185,23 @@ export async function startPgBouncer(server: RunningServer, poolSize = 3): Promi
       '',
     ].join('\n'),
   );
+}
+
+/**
+ * PgBouncer in transaction-pooling mode in front of a running PostgreSQL (Debian's
+ * `pgbouncer`, installed when missing; run as the `postgres` user, it refuses root): every
+ * transaction may land on another server connection, which breaks anything bound to a
+ * session (advisory locks, LISTEN, session variables). `url` reaches database `locksmith`
+ * through it as user `locksmith`.
+ */
+export async function startPgBouncer(server: RunningServer, poolSize = 3): Promise<RunningServer> {
+  await aptInstall('/usr/sbin/pgbouncer', ['pgbouncer']);
+  const target = server.nodes[0];
+  if (!target) throw new Error('no postgres node to put pgbouncer in front of');
+  const port = await freePort();
+  const dir = await makeDataDir('pgbouncer');
+  await writeFile(join(dir, 'userlist.txt'), '"locksmith" "secret"\n');
+  await writePgBouncerIni(dir, port, target.port, poolSize);
   await execFileP('chown', ['-R', 'postgres:postgres', dir]);
   const child = await spawnServer(
     'setpriv',

@@ -7,7 +7,7 @@
  */
 import { join } from 'node:path';
 import { readFile } from 'node:fs/promises';
-import { execFile } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
 import { createConnection } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
@@ -105,59 +105,54 @@ async function selfSignedCertificate(dir: string): Promise<{ cert: string; key: 
   return { cert, key };
 }
 
+/** The command line of one redis-server on `port` with its data in `dir`. */
+function redisArgs(opts: StartRedisOptions, port: number, dir: string, tls: { cert: string; key: string } | undefined): string[] {
+  const listen = tls
+    ? ['--port', '0', '--tls-port', String(port), '--tls-cert-file', tls.cert, '--tls-key-file', tls.key, '--tls-auth-clients', 'no']
+    : ['--port', String(port)];
+  const cluster = opts.cluster
+    ? ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'), '--cluster-announce-ip', '127.0.0.1']
+    : [];
+  const base = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--daemonize', 'no', '--protected-mode', 'no'];
+  return [...listen, ...base, ...cluster, ...(opts.extraArgs ?? [])];
+}
+
+/** Wait until the server on `port` answers (and, for a cluster node, owns every slot). */
+async function redisReady(child: ChildProcess, port: number, dir: string, opts: StartRedisOptions, ca: Buffer | undefined): Promise<void> {
+  const timeoutMs = opts.readyTimeoutMs ?? 60_000;
+  await waitFor(
+    `redis-server on port ${port}`,
+    async () => {
+      if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}; see ${dir}/redis.log`);
+      const reply = await rawCommand(port, 'PING', 2_000, undefined, ca);
+      return reply.startsWith('+PONG') || reply.includes('NOAUTH');
+    },
+    { timeoutMs, intervalMs: 50 },
+  );
+  if (!opts.cluster) return;
+  // A restarted node keeps its slots in nodes.conf; ADDSLOTSRANGE then answers an error we ignore.
+  await rawCommand(port, 'CLUSTER ADDSLOTSRANGE 0 16383', 2_000, undefined, ca);
+  await waitFor(
+    `redis cluster state ok on port ${port}`,
+    async () =>
+      (await rawCommand(port, 'CLUSTER INFO', 2_000, (r) => r.includes('cluster_state:') && r.endsWith('\r\n'), ca)).includes(
+        'cluster_state:ok',
+      ),
+    { timeoutMs, intervalMs: 50 },
+  );
+}
+
 /** Start one Redis server for tests or benchmarks; `stop()` kills it and removes its directory. */
 export async function startRedis(opts: StartRedisOptions = {}): Promise<RunningRedis> {
   await aptInstall(REDIS_SERVER, ['redis-server']);
   const port = await freePort();
   const dir = await makeDataDir('redis');
-  const readyTimeoutMs = opts.readyTimeoutMs ?? 60_000;
   const tls = opts.tls ? await selfSignedCertificate(dir) : undefined;
   const ca = tls ? await readFile(tls.cert) : undefined;
-  const listen = tls
-    ? ['--port', '0', '--tls-port', String(port), '--tls-cert-file', tls.cert, '--tls-key-file', tls.key, '--tls-auth-clients', 'no']
-    : ['--port', String(port)];
-  const args = [
-    ...listen,
-    '--bind',
-    '127.0.0.1',
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    '--dir',
-    dir,
-    '--daemonize',
-    'no',
-    '--protected-mode',
-    'no',
-    ...(opts.cluster
-      ? ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'), '--cluster-announce-ip', '127.0.0.1']
-      : []),
-    ...(opts.extraArgs ?? []),
-  ];
-  const start = async () => {
+  const args = redisArgs(opts, port, dir, tls);
+  const start = async (): Promise<ChildProcess> => {
     const child = await spawnServer(REDIS_SERVER, args, { logFile: join(dir, 'redis.log'), cwd: dir });
-    await waitFor(
-      `redis-server on port ${port}`,
-      async () => {
-        if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}; see ${dir}/redis.log`);
-        const reply = await rawCommand(port, 'PING', 2_000, undefined, ca);
-        return reply.startsWith('+PONG') || reply.includes('NOAUTH');
-      },
-      { timeoutMs: readyTimeoutMs, intervalMs: 50 },
-    );
-    if (opts.cluster) {
-      // A restarted node keeps its slots in nodes.conf; ADDSLOTSRANGE then answers an error we ignore.
-      await rawCommand(port, 'CLUSTER ADDSLOTSRANGE 0 16383', 2_000, undefined, ca);
-      await waitFor(
-        `redis cluster state ok on port ${port}`,
-        async () =>
-          (await rawCommand(port, 'CLUSTER INFO', 2_000, (r) => r.includes('cluster_state:') && r.endsWith('\r\n'), ca)).includes(
-            'cluster_state:ok',
-          ),
-        { timeoutMs: readyTimeoutMs, intervalMs: 50 },
-      );
-    }
+    await redisReady(child, port, dir, opts, ca);
     return child;
   };
   const node = await makeNode('redis-0', '127.0.0.1', port, start);

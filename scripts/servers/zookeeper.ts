@@ -114,82 +114,88 @@ async function modeOf(host: string, port: number): Promise<string | undefined> {
   return m?.[1];
 }
 
-/**
- * Install if needed, start `nodes` ZooKeeper servers on free loopback ports with fresh data
- * directories, and wait until every node serves (standalone, or leader/follower of a quorum).
- */
-export async function startZooKeeper(opts: ZooKeeperServerOptions = {}): Promise<RunningZooKeeper> {
-  await installZooKeeper();
-  const n = opts.nodes ?? 3;
-  const tick = opts.tickTimeMs ?? 200;
-  const minSession = opts.minSessionTimeoutMs ?? 2 * tick;
-  const maxSession = opts.maxSessionTimeoutMs ?? 60_000;
-  const heap = opts.heap ?? '256m';
-  const host = '127.0.0.1';
-  const dir = await makeDataDir('zookeeper');
-  const ports = await freePorts(n * 3);
-  const clientPort = (i: number): number => ports[i * 3] as number;
-  const peerPort = (i: number): number => ports[i * 3 + 1] as number;
-  const electionPort = (i: number): number => ports[i * 3 + 2] as number;
+/** Where each server listens and how the ensemble is tuned. */
+interface ZkPlan {
+  readonly n: number;
+  readonly host: string;
+  readonly tick: number;
+  readonly minSession: number;
+  readonly maxSession: number;
+  readonly heap: string;
+  readonly clientPort: (i: number) => number;
+  readonly peerPort: (i: number) => number;
+  readonly electionPort: (i: number) => number;
+  readonly classpath: string;
+}
 
-  const classpath = [ZK_JAR, join(JAVA_DIR, 'slf4j-simple.jar')].filter((p) => existsSync(p)).join(':');
+/** zoo.cfg of server `i`, its data in `dataDir`. */
+function zooCfg(plan: ZkPlan, i: number, dataDir: string): string {
+  const { host, tick } = plan;
+  const lines = [
+    `tickTime=${tick}`,
+    // Loaded CI machines stall for seconds; generous sync limits keep followers in the quorum.
+    `initLimit=${Math.ceil(30_000 / tick)}`,
+    `syncLimit=${Math.ceil(10_000 / tick)}`,
+    `dataDir=${dataDir}`,
+    `clientPort=${plan.clientPort(i)}`,
+    `clientPortAddress=${host}`,
+    `minSessionTimeout=${plan.minSession}`,
+    `maxSessionTimeout=${plan.maxSession}`,
+    'maxClientCnxns=0',
+    'admin.enableServer=false',
+    '4lw.commands.whitelist=*',
+    'autopurge.purgeInterval=0',
+    'forceSync=no',
+    // Empty lock parents (CONTAINER nodes) are reaped quickly, as in production tuning.
+    'znode.container.checkIntervalMs=1000',
+  ];
+  if (plan.n > 1) {
+    lines.push('standaloneEnabled=false');
+    for (let j = 0; j < plan.n; j++) lines.push(`server.${j + 1}=${host}:${plan.peerPort(j)}:${plan.electionPort(j)}`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+/** The JVM command line of one server reading `cfg`. */
+function zkJavaArgs(plan: ZkPlan, cfg: string): string[] {
+  return [
+    `-Xmx${plan.heap}`,
+    '-Xms32m',
+    '-XX:+UseSerialGC',
+    '-XX:TieredStopAtLevel=1',
+    '-Xss512k',
+    '-Dzookeeper.jmx.log4j.disable=true',
+    '-Dorg.slf4j.simpleLogger.defaultLogLevel=warn',
+    '-Dzookeeper.admin.enableServer=false',
+    '-Dzookeeper.forceSync=no',
+    '-cp',
+    plan.classpath,
+    'org.apache.zookeeper.server.quorum.QuorumPeerMain',
+    cfg,
+  ];
+}
+
+/** Start server `i` (id i+1) in its own directory under `dir`. */
+async function startZkServer(plan: ZkPlan, dir: string, i: number): Promise<ServerNode & { stop(): Promise<void> }> {
+  const id = i + 1;
+  const nodeDir = join(dir, `n${id}`);
+  const dataDir = join(nodeDir, 'data');
+  await mkdir(dataDir, { recursive: true });
+  await writeFile(join(dataDir, 'myid'), `${id}\n`);
+  const cfg = join(nodeDir, 'zoo.cfg');
+  await writeFile(cfg, zooCfg(plan, i, dataDir));
+  const logFile = join(nodeDir, 'server.log');
+  const start = () => spawnServer('java', zkJavaArgs(plan, cfg), { logFile, cwd: nodeDir });
+  return makeNode(`zk${id}`, plan.host, plan.clientPort(i), start);
+}
+
+/** Start every server and wait until each serves; on failure stop what started and remove `dir`. */
+async function startZkServers(plan: ZkPlan, dir: string): Promise<(ServerNode & { stop(): Promise<void> })[]> {
   const nodes: (ServerNode & { stop(): Promise<void> })[] = [];
   try {
-    for (let i = 0; i < n; i++) {
-      const id = i + 1;
-      const nodeDir = join(dir, `n${id}`);
-      const dataDir = join(nodeDir, 'data');
-      await mkdir(dataDir, { recursive: true });
-      await writeFile(join(dataDir, 'myid'), `${id}\n`);
-      const lines = [
-        `tickTime=${tick}`,
-        // Loaded CI machines stall for seconds; generous sync limits keep followers in the quorum.
-        `initLimit=${Math.ceil(30_000 / tick)}`,
-        `syncLimit=${Math.ceil(10_000 / tick)}`,
-        `dataDir=${dataDir}`,
-        `clientPort=${clientPort(i)}`,
-        `clientPortAddress=${host}`,
-        `minSessionTimeout=${minSession}`,
-        `maxSessionTimeout=${maxSession}`,
-        'maxClientCnxns=0',
-        'admin.enableServer=false',
-        '4lw.commands.whitelist=*',
-        'autopurge.purgeInterval=0',
-        'forceSync=no',
-        // Empty lock parents (CONTAINER nodes) are reaped quickly, as in production tuning.
-        'znode.container.checkIntervalMs=1000',
-      ];
-      if (n > 1) {
-        lines.push('standaloneEnabled=false');
-        for (let j = 0; j < n; j++) lines.push(`server.${j + 1}=${host}:${peerPort(j)}:${electionPort(j)}`);
-      }
-      const cfg = join(nodeDir, 'zoo.cfg');
-      await writeFile(cfg, lines.join('\n') + '\n');
-      const logFile = join(nodeDir, 'server.log');
-      const start = () =>
-        spawnServer(
-          'java',
-          [
-            `-Xmx${heap}`,
-            '-Xms32m',
-            '-XX:+UseSerialGC',
-            '-XX:TieredStopAtLevel=1',
-            '-Xss512k',
-            '-Dzookeeper.jmx.log4j.disable=true',
-            '-Dorg.slf4j.simpleLogger.defaultLogLevel=warn',
-            '-Dzookeeper.admin.enableServer=false',
-            '-Dzookeeper.forceSync=no',
-            '-cp',
-            classpath,
-            'org.apache.zookeeper.server.quorum.QuorumPeerMain',
-            cfg,
-          ],
-          { logFile, cwd: nodeDir },
-        );
-      nodes.push(await makeNode(`zk${id}`, host, clientPort(i), start));
-    }
+    for (let i = 0; i < plan.n; i++) nodes.push(await startZkServer(plan, dir, i));
     await waitFor(
-      `ZooKeeper ${n === 1 ? 'standalone' : `${n}-node ensemble`} to serve`,
+      `ZooKeeper ${plan.n === 1 ? 'standalone' : `${plan.n}-node ensemble`} to serve`,
       async () => {
         for (const node of nodes) {
           const mode = await modeOf(node.host, node.port);
@@ -199,12 +205,37 @@ export async function startZooKeeper(opts: ZooKeeperServerOptions = {}): Promise
       },
       { timeoutMs: 120_000, intervalMs: 200 },
     );
+    return nodes;
   } catch (err) {
     for (const node of nodes) await node.stop().catch(() => undefined);
     await removeDir(dir);
     throw err;
   }
+}
 
+/**
+ * Install if needed, start `nodes` ZooKeeper servers on free loopback ports with fresh data
+ * directories, and wait until every node serves (standalone, or leader/follower of a quorum).
+ */
+export async function startZooKeeper(opts: ZooKeeperServerOptions = {}): Promise<RunningZooKeeper> {
+  await installZooKeeper();
+  const n = opts.nodes ?? 3;
+  const tick = opts.tickTimeMs ?? 200;
+  const dir = await makeDataDir('zookeeper');
+  const ports = await freePorts(n * 3);
+  const plan: ZkPlan = {
+    n,
+    host: '127.0.0.1',
+    tick,
+    minSession: opts.minSessionTimeoutMs ?? 2 * tick,
+    maxSession: opts.maxSessionTimeoutMs ?? 60_000,
+    heap: opts.heap ?? '256m',
+    clientPort: (i) => ports[i * 3] as number,
+    peerPort: (i) => ports[i * 3 + 1] as number,
+    electionPort: (i) => ports[i * 3 + 2] as number,
+    classpath: [ZK_JAR, join(JAVA_DIR, 'slf4j-simple.jar')].filter((p) => existsSync(p)).join(':'),
+  };
+  const nodes = await startZkServers(plan, dir);
   const connectString = nodes.map((node) => `${node.host}:${node.port}`).join(',');
   const chroot = opts.chroot ?? '';
   let stopped = false;

@@ -23,6 +23,12 @@ export type {
   HolderState,
   LockKind,
   LockState,
+  ListPage,
+  ListRequest,
+  WaiterState,
+  WatchChange,
+  WatchChangeType,
+  WatchRequest,
 } from '../backend.js';
 export { isAbandonable, MAX_LOCK_ID_BYTES } from '../backend.js';
 export { BackendUnavailableError, InvalidArgumentError, LockLostError, QuorumError, type NodeResult } from '../errors.js';

@@ -10,6 +10,8 @@ import { InvalidArgumentError, LocksmithError, type ErrorCode } from '../index.j
 export const EXIT = Object.freeze({
   /** `run`: the lock is held by another (-n, or -w ran out), as flock; `-E` changes it. `status`: the lock is free. */
   CONFLICT: 1,
+  /** `status`, `break`: the lock is free (the same status as a conflict, as flock has one "not done"). */
+  FREE: 1,
   /** EX_USAGE: bad arguments (unknown option, bad duration, no lock id or command). */
   USAGE: 64,
   /** EX_UNAVAILABLE: the backend could not be reached, or a Redlock majority gave no usable answer. */
@@ -96,7 +98,10 @@ export function signalStatus(signal: NodeJS.Signals): number {
 /** The rows of the exit-status table: status, meaning. */
 export const EXIT_ROWS: readonly (readonly [string, string])[] = [
   ['0-255', "run: the command's own status (it ran under the lock)"],
-  [String(EXIT.CONFLICT), 'run: the lock is held by another (-n, or -w ran out); -E/--conflict-exit-code N sets it. status: free'],
+  [
+    String(EXIT.CONFLICT),
+    'run: the lock is held by another (-n, or -w ran out); -E/--conflict-exit-code N sets it. status, break: the lock is free',
+  ],
   [String(EXIT.USAGE), 'bad usage: unknown option, bad duration or count, no lock id or command'],
   [String(EXIT.UNAVAILABLE), 'the backend is unreachable; a Redlock majority gave no usable answer (QUORUM_FAILED)'],
   [String(EXIT.SOFTWARE), 'a bug inside locksmith'],

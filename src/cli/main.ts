@@ -16,6 +16,8 @@ import { applyMigration, migrationDdl } from './migrate.js';
 import { addRun, backendOption } from './run-command.js';
 import { splitRunArgs } from './run-args.js';
 import { formatStatus } from './status.js';
+import { addLs } from './ls.js';
+import { addBreak } from './break.js';
 
 function version(): string {
   const pkg: unknown = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
@@ -141,6 +143,8 @@ export function program(out: Output = toStdout): Command {
     .addHelpText('after', `\n${exitHelp()}\n${ENVIRONMENT}\n`);
   addRun(cmd);
   addStatus(cmd, out);
+  addLs(cmd, out);
+  addBreak(cmd, out);
   addDemo(cmd);
   addBench(cmd, out);
   addMigrate(cmd, out);

@@ -32,6 +32,7 @@ import { inputCases } from './cases/input.js';
 import { electionCases } from './cases/election.js';
 import { edgeCases } from './cases/edges.js';
 import { sequencerCases } from './cases/sequencer.js';
+import { observeCases } from './cases/observe.js';
 
 /** What a backend's test file hands to {@link conformance}. */
 export interface ConformanceTarget {
@@ -54,6 +55,8 @@ export interface ConformanceTarget {
 export interface SuiteContext {
   readonly target: ConformanceTarget;
   readonly caps: Capabilities;
+  /** The optional seam methods of seeing and breaking locks the backend has. */
+  readonly observe: { readonly list: boolean; readonly forceRelease: boolean };
   readonly shortTtl: number;
   /** A fresh client, closed after the case. */
   client(options?: Partial<LockerOptions>): Locker;
@@ -68,7 +71,9 @@ export const T = { timeout: 120_000 };
 /** Register the conformance cases for `target` (await it at module top level). */
 export async function conformance(target: ConformanceTarget): Promise<void> {
   const probe = target.createLocker();
-  const caps = { ...(await probe.backend()).capabilities };
+  const probed = await probe.backend();
+  const caps = { ...probed.capabilities };
+  const observe = { list: typeof probed.list === 'function', forceRelease: typeof probed.forceRelease === 'function' };
   await probe.close();
 
   const open: Locker[] = [];
@@ -80,6 +85,7 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
   const ctx: SuiteContext = {
     target,
     caps,
+    observe,
     shortTtl: target.shortTtlMs ?? 500,
     client: (options) => {
       const l = target.createLocker(options);
@@ -106,6 +112,7 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
     electionCases(ctx);
     edgeCases(ctx);
     sequencerCases(ctx);
+    observeCases(ctx);
 
     after(() => {
       process.off('unhandledRejection', onUnhandled);

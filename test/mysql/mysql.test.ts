@@ -10,6 +10,7 @@ import { adminMariaDb, startMariaDb } from '../../scripts/servers/mariadb.js';
 import { useServer } from '../helpers.js';
 import { sqlCases, type SqlTarget } from '../sql/cases.js';
 import { sqlSweepCases } from '../sql/sweep.js';
+import { sqlObserveCases } from '../sql/observe.js';
 
 const server = await useServer(() => startMariaDb());
 const node = server.nodes[0]!;
@@ -56,6 +57,7 @@ const target: SqlTarget = {
 };
 sqlCases(target);
 sqlSweepCases(target);
+sqlObserveCases(target);
 
 describe('mysql: scheme alias and pools', () => {
   test('mariadb:// is the same backend', { timeout: 60_000 }, async () => {

@@ -13,6 +13,7 @@ import { admin, startPostgres } from '../../scripts/servers/postgres.js';
 import { useServer, waitingOn } from '../helpers.js';
 import { sqlCases, type SqlTarget } from '../sql/cases.js';
 import { sqlSweepCases } from '../sql/sweep.js';
+import { sqlObserveCases } from '../sql/observe.js';
 
 const server = await useServer(() => startPostgres());
 /**
@@ -60,6 +61,7 @@ const target: SqlTarget = {
 };
 sqlCases(target);
 sqlSweepCases(target);
+sqlObserveCases(target);
 
 describe('postgres: wake-ups and pools', () => {
   const lockers: Locker[] = [];

@@ -17,11 +17,11 @@ test('Prometheus metrics follow waits, holds, contention and losses', async () =
   const second = await waiting;
   await lossOf(second);
   const text = await registry.metrics();
-  assert.match(text, /locksmith_wait_seconds_count\{kind="mutex"\} 2/);
-  assert.match(text, /locksmith_hold_seconds_count\{kind="mutex"\} 1/);
-  assert.match(text, /locksmith_contended_total\{kind="mutex"\} 1/);
-  assert.match(text, /locksmith_lost_total\{kind="mutex",reason="expired"\} 1/);
-  assert.match(text, /locksmith_held\{kind="mutex"\} 0/);
+  assert.match(text, /locksmith_wait_seconds_count\{kind="mutex",backend="memory"\} 2/);
+  assert.match(text, /locksmith_hold_seconds_count\{kind="mutex",backend="memory"\} 1/);
+  assert.match(text, /locksmith_contended_total\{kind="mutex",backend="memory"\} 1/);
+  assert.match(text, /locksmith_lost_total\{kind="mutex",backend="memory",reason="expired"\} 1/);
+  assert.match(text, /locksmith_held\{kind="mutex",backend="memory"\} 0/);
   detach();
   await Promise.all([a.close(), b.close()]);
 });

@@ -18,6 +18,7 @@ import {
   type Grant,
   type LockState,
 } from '../kit.js';
+import type { ListPage, ListRequest } from '../../backend.js';
 import { parseCassandraUrl, scopeOf, type CassandraSettings } from './config.js';
 import { FairLock } from './fair.js';
 import { ensureSchema } from './schema.js';
@@ -137,22 +138,37 @@ export class CassandraBackend implements Backend<CassandraTicket, CassandraGrant
 
   /**
    * Rewrite our cells with a fresh TTL. While the main cell surely still exists (its last
-   * write was sent less than its TTL − 1 s ago) no check is needed; after that, first check
-   * it: if it expired, someone else may hold now, and rewriting would resurrect us beside
-   * them. Another owner's cell beside ours is a waiter's, not a loss.
+   * write was sent less than its TTL − 1 s ago) the check read runs beside the writes: only
+   * a break can have removed the cell, and its tombstones, dated ahead, shadow these writes
+   * (docs/backends/cassandra.md, "Breaking a lock"). After that, check first: if the cell
+   * expired, someone else may hold now, and rewriting would resurrect us beside them.
+   * Another owner's cell beside ours is a waiter's, not a loss.
    */
   async extend(grant: Grant<CassandraGrantData>, ttlMs: number): Promise<Extension> {
     const d = grant.data;
+    const { lockId, ownerId, token } = grant;
     const sentAt = performance.now();
-    try {
-      if (!surelyAlive(d.sentAt, d.ttlSec) && !(await this.#tables.hasMainCell(grant.lockId, d.shard, grant.ownerId))) {
-        throw new LockLostError(grant.lockId, 'not-held', { context: { backend: this.name } });
-      }
-      const ttlSec = cellTtlSeconds(ttlMs);
-      await Promise.all([
-        this.#tables.writeMain(grant.lockId, d.shard, grant.ownerId, grant.token, ttlSec),
-        this.#tables.writeQueue(grant.lockId, d.queueShard, d.entry, ttlSec),
+    const ttlSec = cellTtlSeconds(ttlMs);
+    const lost = (): LockLostError => new LockLostError(lockId, 'not-held', { context: { backend: this.name } });
+    const write = (): Promise<unknown> =>
+      Promise.all([
+        this.#tables.writeCell(
+          lockId,
+          d.shard,
+          ownerId,
+          { identity: d.identity, mark: { fence: token, acquiredMs: d.acquiredMs, leaseMs: ttlMs } },
+          ttlSec,
+        ),
+        this.#tables.writeEntry(lockId, d.queueShard, d.entry, d.identity, ttlSec, this.#time.service.now() + BigInt(ttlSec) * 1_000_000n),
       ]);
+    try {
+      if (surelyAlive(d.sentAt, d.ttlSec)) {
+        const [held] = await Promise.all([this.#tables.hasMainCell(lockId, d.shard, ownerId), write()]);
+        if (!held) throw lost();
+      } else {
+        if (!(await this.#tables.hasMainCell(lockId, d.shard, ownerId))) throw lost();
+        await write();
+      }
       d.sentAt = sentAt;
       d.ttlSec = ttlSec;
       return { ttlMs };
@@ -185,6 +201,26 @@ export class CassandraBackend implements Backend<CassandraTicket, CassandraGrant
       return await this.#algorithm.inspect(lockId);
     } catch (err) {
       throw unavailable(this.name, 'inspect', err);
+    }
+  }
+
+  /** One page of the locks that have a holder or a waiter, read from the index (docs/backends/cassandra.md, "Listing"). */
+  async list(req: ListRequest): Promise<ListPage> {
+    try {
+      return await this.#algorithm.list(req);
+    } catch (err) {
+      if (err instanceof InvalidArgumentError) throw err;
+      if (req.signal.aborted) throw req.signal.reason;
+      throw unavailable(this.name, 'list', err);
+    }
+  }
+
+  /** End every hold of `lockId` and bump its fencing counter (docs/backends/cassandra.md, "Breaking a lock"). */
+  async forceRelease(lockId: string): Promise<number> {
+    try {
+      return await this.#algorithm.forceRelease(lockId);
+    } catch (err) {
+      throw unavailable(this.name, 'forceRelease', err);
     }
   }
 

@@ -98,17 +98,29 @@ export class FairSteps {
     };
   }
 
-  /** Write our main cell (`fence` marks us as the holder); resolves with when it was sent. */
-  async writeCell(req: Req, shard: bigint, fence: bigint | null, ttlSec: number): Promise<number> {
+  /**
+   * Write our main cell with our identity; with `mark` (the candidate about to hold) marked
+   * with its token, the time of the hold and its lease. Resolves with when it was sent.
+   */
+  async writeCell(req: Req, shard: bigint, mark: Candidate | null, ttlSec: number): Promise<number> {
     const sentAt = performance.now();
-    await this.tables.writeMain(req.lockId, shard, req.ownerId, fence, ttlSec, req.signal);
+    if (mark) mark.acquiredMs = this.#time.now() / 1000n;
+    const cell = mark
+      ? { identity: req.identity, mark: { fence: mark.token, acquiredMs: mark.acquiredMs, leaseMs: req.ttlMs } }
+      : { identity: req.identity };
+    await this.tables.writeCell(req.lockId, shard, req.ownerId, cell, ttlSec, req.signal);
     return sentAt;
   }
 
-  /** Write our queue entry in `shard` (a rewrite when it is already there). */
+  /** Until when (time-service µs) a cell written now with `ttlSec` lives: the index cell's timestamp. */
+  until(ttlSec: number): bigint {
+    return this.#time.now() + BigInt(ttlSec) * 1_000_000n;
+  }
+
+  /** Write our queue entry in `shard` (a rewrite when it is already there), with the lock's index cell. */
   async writeEntry(req: Req, t: FairTicket, shard: bigint): Promise<void> {
     const sentAt = performance.now();
-    await this.tables.writeQueue(req.lockId, shard, t.entry, t.ttlSec, req.signal);
+    await this.tables.writeEntry(req.lockId, shard, t.entry, req.identity, t.ttlSec, this.until(t.ttlSec), req.signal);
     t.queueShard = shard;
     t.queueSentAt = sentAt;
   }
@@ -142,8 +154,8 @@ export class FairSteps {
       await this.tables.deleteMain(lockId, s, ownerId, signal);
       return { granted: false, contended: { ticket: t } };
     }
-    const cand: Candidate = { shard: s, token: counter + 1n, sentAt, ttlSec: t.ttlSec };
-    cand.sentAt = await this.writeCell(req, s, cand.token, t.ttlSec);
+    const cand: Candidate = { shard: s, token: counter + 1n, sentAt, ttlSec: t.ttlSec, acquiredMs: 0n };
+    cand.sentAt = await this.writeCell(req, s, cand, t.ttlSec);
     return this.grant(req, t, cand);
   }
 
@@ -160,6 +172,8 @@ export class FairSteps {
       entry: t.entry,
       sentAt: cand.sentAt,
       ttlSec: cand.ttlSec,
+      identity: req.identity,
+      acquiredMs: cand.acquiredMs,
     };
     const { lockId, kind, ownerId, ttlMs } = req;
     return { granted: true, grant: { lockId, kind, ownerId, token: cand.token, ttlMs, reentered: false, data } };

@@ -49,17 +49,17 @@ async function tryAsFirst(steps: FairSteps, req: Req, counter: bigint, t: FairTi
   const s = rows.shardOf(counter);
   const token = await firstToken(steps, req, counter, t, sentAt);
   if (token === undefined) return FAILED;
-  const cand: Candidate = { shard: s, token, sentAt, ttlSec: t.ttlSec };
+  const cand: Candidate = { shard: s, token, sentAt, ttlSec: t.ttlSec, acquiredMs: 0n };
   for (let round = 0; surelyAlive(cand.sentAt, cand.ttlSec); round++) {
     // The first look bets on being alone and marks our cell with it.
     const [cells, markedAt] = await Promise.all([
       rows.main(lockId, s, signal),
-      round === 0 ? steps.writeCell(req, s, token, t.ttlSec) : undefined,
+      round === 0 ? steps.writeCell(req, s, cand, t.ttlSec) : undefined,
     ]);
     if (markedAt !== undefined) cand.sentAt = markedAt;
     if (!cells.some((c) => c.owner === ownerId)) return FAILED;
     if (cells.length === 1) {
-      if (round > 0) cand.sentAt = await steps.writeCell(req, s, token, t.ttlSec);
+      if (round > 0) cand.sentAt = await steps.writeCell(req, s, cand, t.ttlSec);
       return steps.grant(req, t, cand);
     }
     if (round === 0) await tables.unmark(lockId, s, ownerId, signal);

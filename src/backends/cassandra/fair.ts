@@ -20,7 +20,9 @@
  * tells the next in line that it waits behind a holder rather than another candidate.
  */
 import { performance } from 'node:perf_hooks';
+import type { ListPage, ListRequest } from '../../backend.js';
 import { sleep, type LockState } from '../kit.js';
+import { LockViews } from './observe.js';
 import type { CassandraSettings } from './config.js';
 import { FairSteps, observe, type Req, type Result } from './fair-steps.js';
 import { tryLockOnce } from './fair-try.js';
@@ -39,6 +41,7 @@ export class FairLock {
   readonly #rows: Shards;
   readonly #pollMs: number;
   readonly #scope: string;
+  readonly #views: LockViews;
 
   constructor(tables: LockTables, time: TimeService, settings: CassandraSettings, scope: string) {
     this.#t = tables;
@@ -46,6 +49,7 @@ export class FairLock {
     this.#steps = new FairSteps(tables, this.#rows, time, scope);
     this.#pollMs = settings.pollMs;
     this.#scope = scope;
+    this.#views = new LockViews(tables, this.#rows, time);
   }
 
   /** One attempt: the one-shot tryLock path for `wait: false`, else one round of steps 1–4 of the fair algorithm. */
@@ -91,9 +95,26 @@ export class FairLock {
     return t.waiter.sleep(Math.max(1, ms), signal);
   }
 
-  /** Leave the queue (idempotent, never throws: what we cannot delete expires by its TTL). */
+  /**
+   * Leave the queue (idempotent, never throws: what we cannot delete expires by its TTL).
+   * Without a ticket (the attempt's reply was lost) and for a generated owner, whatever
+   * that owner left anywhere in the lock's live shards goes: its main cell (perhaps a
+   * hold) and its queue entries, found by their names' owner part.
+   */
   async cancel(req: Req, ticket: CassandraTicket | undefined): Promise<void> {
-    if (ticket?.algorithm === 'fair') await this.#drop(req, ticket);
+    if (ticket?.algorithm === 'fair') return this.#drop(req, ticket);
+    if (!req.freshOwner) return;
+    const { lockId, ownerId } = req;
+    if (localQueues.removeOwner(this.#steps.key(lockId), ownerId)) localQueues.wakeFirst(this.#steps.key(lockId), 'left');
+    const s = this.#rows.shardOf(await this.#t.counter(lockId));
+    const shards = (s > 0n ? [s - 1n, s] : [s]).map((x) => this.#rows.stored(x));
+    await Promise.all(
+      shards.map(async (x) => {
+        const entries = (await this.#t.queueCells(lockId, x, 1000)).filter((e) => entryOwner(e.entry) === ownerId);
+        await Promise.all([this.#t.deleteMain(lockId, x, ownerId), ...entries.map((e) => this.#t.deleteQueue(lockId, x, e.entry))]);
+      }),
+    );
+    this.released(lockId, ownerId);
   }
 
   /** A holder of this process deleted its main cell: the first local waiter may hold now. */
@@ -107,23 +128,25 @@ export class FairLock {
     this.#steps.letGoAll();
   }
 
-  /** `locksmith status`: holders are the marked cells, waiters the other queue entries. */
-  async inspect(lockId: string): Promise<LockState> {
-    const counter = await this.#t.counter(lockId);
-    const s = this.#rows.shardOf(counter);
-    const [cells, q1, q2] = await Promise.all([
-      this.#rows.main(lockId, s, undefined, 16),
-      this.#t.queueAll(lockId, s, 1000),
-      s > 0n ? this.#t.queueAll(lockId, s - 1n, 1000) : Promise.resolve([]),
-    ]);
-    const holders = cells.filter((c) => c.fence !== undefined);
-    const holding = new Set(holders.map((h) => h.owner));
-    return {
-      lockId,
-      holders: holders.map((h) => ({ ownerId: h.owner, kind: 'mutex', token: h.fence ?? 0n, count: 1 })),
-      waiters: [...q1, ...q2].filter((e) => !holding.has(entryOwner(e))).length,
-      lastToken: counter,
-    };
+  /** `locksmith status` (see observe.ts). */
+  inspect(lockId: string): Promise<LockState> {
+    return this.#views.inspect(lockId);
+  }
+
+  /** One page of the locks that have a holder or a waiter (see observe.ts). */
+  list(req: ListRequest): Promise<ListPage> {
+    return this.#views.list(req);
+  }
+
+  /**
+   * Break every hold of `lockId` (see observe.ts); a broken holder of this process no
+   * longer counts as holding here. Local waiters are not woken: they find out by polling,
+   * which reads the main row before rewriting their own cell.
+   */
+  async forceRelease(lockId: string): Promise<number> {
+    const broken = await this.#views.forceRelease(lockId);
+    for (const owner of broken) this.#steps.letGo(lockId, owner);
+    return broken.length;
   }
 
   // ---------------------------------------------------------------- rounds
@@ -219,7 +242,7 @@ export class FairLock {
       await this.#t.deleteMain(req.lockId, s, req.ownerId, req.signal);
       return waiting(t);
     }
-    t.candidate = { shard: s, token, sentAt, ttlSec: t.ttlSec };
+    t.candidate = { shard: s, token, sentAt, ttlSec: t.ttlSec, acquiredMs: 0n };
     return head ? this.#candidateRound(req, t, true) : waiting(t);
   }
 
@@ -241,7 +264,7 @@ export class FairLock {
     const rewrite = markNow || performance.now() - cand.sentAt > (cand.ttlSec * 1000) / 3;
     const [cells, sentAt] = await Promise.all([
       this.#rows.main(lockId, cand.shard, signal),
-      rewrite ? this.#steps.writeCell(req, cand.shard, markNow ? cand.token : null, cand.ttlSec) : undefined,
+      rewrite ? this.#steps.writeCell(req, cand.shard, markNow ? cand : null, cand.ttlSec) : undefined,
       this.#steps.refreshEntry(req, t),
     ]);
     if (sentAt !== undefined) cand.sentAt = sentAt;
@@ -252,7 +275,7 @@ export class FairLock {
     const others = cells.filter((c) => c.owner !== ownerId);
     observe(t, { holder: others.find((c) => c.fence !== undefined)?.owner });
     if (others.length === 0) {
-      if (!markNow) cand.sentAt = await this.#steps.writeCell(req, cand.shard, cand.token, cand.ttlSec);
+      if (!markNow) cand.sentAt = await this.#steps.writeCell(req, cand.shard, cand, cand.ttlSec);
       return this.#steps.grant(req, t, cand);
     }
     if (markNow) await this.#t.unmark(lockId, cand.shard, ownerId, signal);

@@ -10,6 +10,7 @@
  * `pollInterval`. See docs/backends/cassandra.md, "The fair algorithm", its paragraph on waiting.
  */
 import { jitter, pollSleep } from '../kit.js';
+import { entryOwner } from './tables.js';
 
 /** Why a waiter was woken: its next attempt chooses its first statement by it. */
 export type WakeReason = 'released' | 'granted' | 'left';
@@ -85,6 +86,20 @@ class LocalQueues {
     q.splice(i, 1);
     if (q.length === 0) this.#queues.delete(waiter.key);
     return true;
+  }
+
+  /**
+   * Remove every waiter of `owner` on `key` (an attempt whose ticket never reached the
+   * core); true when one of them was first, so the next must be told.
+   */
+  removeOwner(key: string, owner: string): boolean {
+    const q = this.#queues.get(key);
+    if (!q) return false;
+    const first = q[0];
+    const kept = q.filter((w) => entryOwner(w.entry) !== owner);
+    if (kept.length === 0) this.#queues.delete(key);
+    else this.#queues.set(key, kept);
+    return first !== undefined && kept[0] !== first;
   }
 
   /** Whether no local waiter of the same lock sorts before this one. */

@@ -171,6 +171,37 @@ export class Session {
     }
   }
 
+  /**
+   * Run writes to several partitions as ONE unlogged batch: one round trip from here, the
+   * coordinator applies each (no atomicity across partitions, none needed: every write is
+   * a TTL'd cell that may land alone). Idempotent writes only; retried like {@link exec}.
+   */
+  async batch(
+    queries: ReadonlyArray<{ readonly query: string; readonly params: readonly unknown[] }>,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      if (this.#closed) throw new BackendUnavailableError('cassandra', 'the cassandra backend is closed');
+      signal?.throwIfAborted();
+      this.#counts.write += 1;
+      try {
+        const run = this.#client.batch(
+          queries.map((q) => ({ query: q.query, params: [...q.params] })),
+          { prepare: true, logged: false, consistency: this.#cl, isIdempotent: true },
+        );
+        await (signal ? raceAbort(run, signal) : run);
+        return;
+      } catch (err) {
+        if (signal?.aborted) throw signal.reason;
+        if (attempt < RETRY_ATTEMPTS && !this.#closed && retryable(err, true)) {
+          await sleep(50 * attempt, signal);
+          continue;
+        }
+        throw unavailable('cassandra', 'batch', err);
+      }
+    }
+  }
+
   /** Close the client (bounded: a driver still connecting somewhere does not hold us up). */
   close(): Promise<void> {
     this.#closed = true;

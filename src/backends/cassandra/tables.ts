@@ -47,6 +47,19 @@ export function entryOwner(entry: string): string {
   return entry.slice(20);
 }
 
+/** Partitions of the listing index: few, so a full listing reads few partitions; fixed, because a lock's bucket is where it was written. */
+export const INDEX_BUCKETS = 16;
+
+/** The index bucket of `lockId`: FNV-1a of its UTF-8 bytes, stable across processes and versions. */
+export function indexBucket(lockId: string): number {
+  let h = 0x811c9dc5;
+  for (const b of Buffer.from(lockId, 'utf8')) {
+    h ^= b;
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h % INDEX_BUCKETS;
+}
+
 /** One cell of a main row: its owner, and the fencing token once that owner holds. */
 export interface MainCell {
   readonly owner: string;
@@ -64,6 +77,39 @@ function big(row: Row | undefined, col: string): bigint | undefined {
   if (typeof v === 'bigint') return v;
   if (typeof v === 'number') return BigInt(v);
   return undefined;
+}
+
+/** What a main cell says about who wrote it; `mark` makes it a holder's. */
+export interface CellWrite {
+  /** The writer's identity, verbatim (`AcquireRequest.identity`). */
+  readonly identity: string;
+  readonly mark?: {
+    readonly fence: bigint;
+    /** When the hold began, in ms of the time service. */
+    readonly acquiredMs: bigint;
+    /** The lease this write vouches for, from its write time. */
+    readonly leaseMs: number;
+  };
+}
+
+/** A main cell as `inspect` reads it. */
+export interface HoldCell extends MainCell {
+  readonly identity: string | undefined;
+  readonly acquiredMs: bigint | undefined;
+  readonly leaseMs: number | undefined;
+  /** The cell's write time in µs, on the coordinator's clock (server-side timestamps). */
+  readonly writtenMicros: bigint | undefined;
+}
+
+/** One queue entry with the identity stored beside it. */
+export interface QueueCell {
+  readonly entry: string;
+  readonly identity: string | undefined;
+}
+
+function int(row: Row | undefined, col: string): number | undefined {
+  const v: unknown = row?.get(col);
+  return typeof v === 'number' ? v : undefined;
 }
 
 /** The statements of the lock (and of the benchmark's shadow-table baseline). */
@@ -175,6 +221,127 @@ export class LockTables {
       [lockId, shard, owner, fence, ttlSec],
       signal,
     );
+  }
+
+  /** Write (or rewrite) `owner`'s main cell with its identity, and with `cell.mark` a holder's mark. */
+  async writeCell(lockId: string, shard: bigint, owner: string, cell: CellWrite, ttlSec: number, signal?: AbortSignal): Promise<void> {
+    const m = cell.mark;
+    await this.#s.exec(
+      'write',
+      m
+        ? `INSERT INTO ${this.#ks}.lock_main (lock_id, shard, owner, identity, fence, acquired, lease_ms) VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ?`
+        : `INSERT INTO ${this.#ks}.lock_main (lock_id, shard, owner, identity) VALUES (?, ?, ?, ?) USING TTL ?`,
+      m ? [lockId, shard, owner, cell.identity, m.fence, m.acquiredMs, m.leaseMs, ttlSec] : [lockId, shard, owner, cell.identity, ttlSec],
+      signal,
+    );
+  }
+
+  /**
+   * Write (or rewrite) a queue entry with its identity and, in the same unlogged batch (one
+   * round trip), the lock's index cell. The index cell's write timestamp is the time it
+   * lives until (`untilMicros`), so of the writes of all owners the longest-lived wins: a
+   * max-register of expiry, like the time service (docs/backends/cassandra.md, "Listing").
+   */
+  async writeEntry(
+    lockId: string,
+    shard: bigint,
+    entry: string,
+    identity: string,
+    ttlSec: number,
+    untilMicros: bigint,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    await this.#s.batch(
+      [
+        {
+          query: `INSERT INTO ${this.#ks}.lock_queue (lock_id, shard, entry, identity) VALUES (?, ?, ?, ?) USING TTL ?`,
+          params: [lockId, shard, entry, identity, ttlSec],
+        },
+        {
+          query: `INSERT INTO ${this.#ks}.lock_index (bucket, lock_id) VALUES (?, ?) USING TTL ? AND TIMESTAMP ?`,
+          params: [indexBucket(lockId), lockId, ttlSec, untilMicros],
+        },
+      ],
+      signal,
+    );
+  }
+
+  /** The cells of one main row with what `inspect` shows (up to `limit`). */
+  async holdCells(lockId: string, shard: bigint, limit: number, signal?: AbortSignal): Promise<HoldCell[]> {
+    const r = await this.#s.exec(
+      'read',
+      `SELECT owner, fence, identity, acquired, lease_ms, WRITETIME(identity) AS wt FROM ${this.#ks}.lock_main WHERE lock_id = ? AND shard = ? LIMIT ${limit}`,
+      [lockId, shard],
+      signal,
+    );
+    const cells: HoldCell[] = [];
+    for (const row of r.rows) {
+      const owner = str(row, 'owner');
+      if (owner === undefined) continue;
+      cells.push({
+        owner,
+        fence: big(row, 'fence'),
+        identity: str(row, 'identity'),
+        acquiredMs: big(row, 'acquired'),
+        leaseMs: int(row, 'lease_ms'),
+        writtenMicros: big(row, 'wt'),
+      });
+    }
+    return cells;
+  }
+
+  /** The entries of one queue partition with their identities, in queue order (up to `limit`). */
+  async queueCells(lockId: string, shard: bigint, limit: number, signal?: AbortSignal): Promise<QueueCell[]> {
+    const r = await this.#s.exec(
+      'read',
+      `SELECT entry, identity FROM ${this.#ks}.lock_queue WHERE lock_id = ? AND shard = ? LIMIT ${limit}`,
+      [lockId, shard],
+      signal,
+    );
+    const out: QueueCell[] = [];
+    for (const row of r.rows) {
+      const entry = str(row, 'entry');
+      if (entry !== undefined) out.push({ entry, identity: str(row, 'identity') });
+    }
+    return out;
+  }
+
+  /**
+   * Lock ids of one index bucket after `after` (or from it, with `inclusive`), in order, up
+   * to `limit`: one bounded slice of one partition.
+   */
+  async indexSlice(bucket: number, after: string, inclusive: boolean, limit: number, signal?: AbortSignal): Promise<string[]> {
+    const r = await this.#s.exec(
+      'read',
+      `SELECT lock_id FROM ${this.#ks}.lock_index WHERE bucket = ? AND lock_id ${inclusive ? '>=' : '>'} ? LIMIT ${limit}`,
+      [bucket, after],
+      signal,
+    );
+    return r.rows.map((row) => str(row, 'lock_id')).filter((id): id is string => id !== undefined);
+  }
+
+  /**
+   * Delete a main cell and a queue entry as of `atMicros`, a time ahead of now: a broken
+   * holder's renewal that was already under way lands before it and is shadowed, so it
+   * cannot bring the hold back (docs/backends/cassandra.md, "Breaking a lock").
+   */
+  async breakHold(
+    lockId: string,
+    shard: bigint,
+    owner: string,
+    entries: ReadonlyArray<{ shard: bigint; entry: string }>,
+    atMicros: bigint,
+  ): Promise<void> {
+    await this.#s.batch([
+      {
+        query: `DELETE FROM ${this.#ks}.lock_main USING TIMESTAMP ? WHERE lock_id = ? AND shard = ? AND owner = ?`,
+        params: [atMicros, lockId, shard, owner],
+      },
+      ...entries.map((e) => ({
+        query: `DELETE FROM ${this.#ks}.lock_queue USING TIMESTAMP ? WHERE lock_id = ? AND shard = ? AND entry = ?`,
+        params: [atMicros, lockId, e.shard, e.entry],
+      })),
+    ]);
   }
 
   /** Take the holder's mark off `owner`'s cell (a bet on being alone that lost); the cell stays. */

@@ -13,6 +13,8 @@ export interface Candidate {
   /** Monotonic ms when the last full write of the cell was sent, and its TTL. */
   sentAt: number;
   ttlSec: number;
+  /** When its last mark was written (time-service ms): the hold's start once it holds. */
+  acquiredMs: bigint;
 }
 
 /** A waiting acquisition of the fair lock (mutable: the backend updates it each attempt). */
@@ -47,6 +49,9 @@ export interface FairGrantData {
   /** When the main cell's last write was sent, and its TTL (see `surelyAlive`). */
   sentAt: number;
   ttlSec: number;
+  /** The holder's identity and when the hold began: rewritten unchanged with every renewal. */
+  readonly identity: string;
+  readonly acquiredMs: bigint;
 }
 
 /** What the core hands back on the next attempt: a queue position. */

@@ -25,7 +25,8 @@ import type { Abandonable } from '../kit.js';
 import { createdAt, EtcdClient, entriesOf, rangeOp, youngestOp, type Entry } from './client.js';
 import { LeaseHolds } from './lease-holds.js';
 import { encodeValue, lockPrefix, parseValue } from './layout.js';
-import { decide, holders, holding, type EtcdGrantData, type EtcdTicket } from './recipe.js';
+import { forceRelease, listPage, readLock, type ListPage, type ListRequest } from './observe.js';
+import { decide, holders, type EtcdGrantData, type EtcdTicket } from './recipe.js';
 import { KeptAliveLease, type LeaseEnd } from './lease.js';
 import { waitForChange } from './wait.js';
 
@@ -174,7 +175,14 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
       exclusive: exclusiveKind(req.kind),
       prefix,
       key: '',
-      value: encodeValue({ kind: req.kind, owner: req.ownerId, nonce, permits: req.kind === 'semaphore' ? req.permits : 1 }),
+      value: encodeValue({
+        kind: req.kind,
+        owner: req.ownerId,
+        nonce,
+        permits: req.kind === 'semaphore' ? req.permits : 1,
+        identity: req.identity,
+        at: Date.now(),
+      }),
       nonce,
       rev: undefined,
       watch: undefined,
@@ -364,17 +372,18 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     return wasHeld && deleted;
   }
 
-  async inspect(lockId: string): Promise<LockState> {
-    const { entries } = await this.client.list(lockPrefix(this.prefix, lockId));
-    const keys = holders(entries);
-    const hold = holding(keys);
-    const last = keys.reduce<bigint | undefined>((m, k) => (m === undefined || k.createRevision > m ? k.createRevision : m), undefined);
-    return {
-      lockId,
-      holders: hold.map((k) => ({ ownerId: k.owner ?? `lease:${BigInt(k.lease).toString(16)}`, kind: k.kind, token: k.createRevision })),
-      waiters: keys.length - hold.length,
-      ...(last !== undefined ? { lastToken: last } : {}),
-    };
+  inspect(lockId: string): Promise<LockState> {
+    return readLock(this.client, this.prefix, lockId);
+  }
+
+  /** One page of the locks under our prefix: a key range with a limit (docs/backends/etcd.md, "Listing"). */
+  list(req: ListRequest): Promise<ListPage> {
+    return listPage(this.client, this.prefix, req);
+  }
+
+  /** Delete every holder's key and write the lock's fence, in one guarded transaction. */
+  forceRelease(lockId: string): Promise<number> {
+    return forceRelease(this.client, this.prefix, lockId);
   }
 
   /** Revoke our lease (every key of ours goes at once) and close the connections. */

@@ -37,6 +37,8 @@ export type KeepAliveStream = IDuplexStream<ILeaseKeepAliveRequest, ILeaseKeepAl
 export interface Entry {
   readonly key: string;
   readonly createRevision: bigint;
+  /** The revision of the key's last write. */
+  readonly modRevision: bigint;
   readonly lease: string;
   readonly value: Buffer;
 }
@@ -193,6 +195,7 @@ export function entriesOf(res: IRangeResponse | undefined): Entry[] {
   return (res?.kvs ?? []).map((kv: IKeyValue) => ({
     key: kv.key.toString('utf8'),
     createRevision: BigInt(kv.create_revision),
+    modRevision: BigInt(kv.mod_revision),
     lease: kv.lease,
     value: kv.value,
   }));

@@ -21,6 +21,25 @@ export function decodeLockId(segment: string): string {
   return segment.replaceAll('%2F', '/').replaceAll('%25', '%');
 }
 
+/**
+ * The lock id of a key segment, or undefined when the segment is not one that
+ * {@link encodeLockId} writes (a bare `%`: some other key under the prefix, or a fence key).
+ */
+export function lockIdOf(segment: string): string | undefined {
+  if (segment === '') return undefined;
+  const id = decodeLockId(segment);
+  return encodeLockId(id) === segment ? id : undefined;
+}
+
+/**
+ * The key whose writes mark a forced release of `lockId` (docs/backends/etcd.md, "Breaking
+ * a lock"). Its segment `%fence` is never an encoded lock id (an encoded `%` is always
+ * followed by `25` or `2F`), so no lock's key range and no `etcdctl lock` queue contains it.
+ */
+export function fenceKey(prefix: string, lockId: string): string {
+  return `${prefix}%fence/${encodeLockId(lockId)}`;
+}
+
 /** The key prefix of every holder and waiter of `lockId` (ends with `/`). */
 export function lockPrefix(prefix: string, lockId: string): string {
   return `${prefix}${encodeLockId(lockId)}/`;
@@ -49,18 +68,33 @@ export interface KeyMeta {
   readonly nonce: string | undefined;
   /** A semaphore's size as its holder asked for it (1 for other kinds). */
   readonly permits: number;
+  /** The writer's identity (`AcquireRequest.identity`), verbatim, when locksmith wrote the key. */
+  readonly identity: string | undefined;
+  /** The writer's wall clock (epoch ms) when it sent the put: etcd keeps no time of its own. */
+  readonly at: number | undefined;
+}
+
+/** What locksmith writes in a key's value. */
+export interface ValueFields {
+  readonly kind: LockKind;
+  readonly owner: string;
+  readonly nonce: string;
+  readonly permits: number;
+  readonly identity: string;
+  readonly at: number;
 }
 
 const KINDS: readonly LockKind[] = ['mutex', 'read', 'write', 'semaphore'];
 
 /** The value of a locksmith key (JSON; Go's Mutex writes an empty value). */
-export function encodeValue(meta: { kind: LockKind; owner: string; nonce: string; permits: number }): Buffer {
-  return Buffer.from(JSON.stringify({ locksmith: 1, kind: meta.kind, owner: meta.owner, nonce: meta.nonce, permits: meta.permits }));
+export function encodeValue(v: ValueFields): Buffer {
+  const { kind, owner, nonce, permits, identity, at } = v;
+  return Buffer.from(JSON.stringify({ locksmith: 1, kind, owner, nonce, permits, id: identity, at }));
 }
 
 /** Read a key's value: anything that is not a locksmith value is an exclusive foreign holder. */
 export function parseValue(value: Buffer | undefined): KeyMeta {
-  const foreign: KeyMeta = { kind: 'mutex', owner: undefined, nonce: undefined, permits: 1 };
+  const foreign: KeyMeta = { kind: 'mutex', owner: undefined, nonce: undefined, permits: 1, identity: undefined, at: undefined };
   if (!value || value.length === 0 || value[0] !== 0x7b) return foreign;
   try {
     const v = JSON.parse(value.toString('utf8')) as Record<string, unknown>;
@@ -69,7 +103,9 @@ export function parseValue(value: Buffer | undefined): KeyMeta {
     const owner = typeof v['owner'] === 'string' ? v['owner'] : undefined;
     const nonce = typeof v['nonce'] === 'string' ? v['nonce'] : undefined;
     const permits = typeof v['permits'] === 'number' && Number.isInteger(v['permits']) && v['permits'] > 0 ? v['permits'] : 1;
-    return { kind, owner, nonce, permits };
+    const identity = typeof v['id'] === 'string' ? v['id'] : undefined;
+    const at = typeof v['at'] === 'number' && Number.isFinite(v['at']) ? v['at'] : undefined;
+    return { kind, owner, nonce, permits, identity, at };
   } catch {
     return foreign;
   }

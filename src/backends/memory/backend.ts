@@ -13,9 +13,11 @@ import {
   type Capabilities,
   type Extension,
   type Grant,
-  type HolderState,
+  type ListPage,
+  type ListRequest,
   type LockState,
 } from '../kit.js';
+import { entryState } from './observe.js';
 import { compatible, MemoryStore, nextToken, queueAllows, WAITER_GRACE_MS, type Entry, type Holder, type Waiter } from './store.js';
 
 /** Without a queue position there is nothing to be woken for: look again after this long. */
@@ -82,6 +84,8 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
         expiresAt: now + req.ttlMs,
         blocksUntil: now + req.ttlMs + req.lockDelayMs,
         lockDelayMs: req.lockDelayMs,
+        identity: req.identity,
+        acquiredAt: Date.now(),
       });
       if (waiter && position >= 0) this.#store.removeWaiter(e, waiter);
       // A grant may let other readers or permits through.
@@ -177,18 +181,31 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
   }
 
   async inspect(lockId: string): Promise<LockState> {
+    return entryState(lockId, this.#store.peek(lockId));
+  }
+
+  /** A keyset page in id order: the cursor is the last id of the page. */
+  async list(req: ListRequest): Promise<ListPage> {
+    req.signal.throwIfAborted();
     const now = performance.now();
+    const { entries, more } = this.#store.page(req.prefix, req.cursor, req.limit, now);
+    const last = entries[entries.length - 1];
+    return { locks: entries.map((e) => entryState(e.lockId, e, now)), cursor: more && last ? last.lockId : undefined };
+  }
+
+  /**
+   * Every hold ends at once, lockDelay included (a break is meant to free the lock), and
+   * the token counter moves on, so the broken holder's token is below any later grant; its
+   * next renewal finds the hold gone (`LockLostError`, reason `not-held`).
+   */
+  async forceRelease(lockId: string): Promise<number> {
+    nextToken();
     const e = this.#store.peek(lockId);
-    if (!e) return { lockId, holders: [], waiters: 0 };
-    const holders: HolderState[] = e.holders.map((h) => ({
-      ownerId: h.ownerId,
-      kind: h.kind,
-      token: h.token,
-      expiresInMs: Math.max(0, Math.round(h.expiresAt - now)),
-      count: h.count,
-    }));
-    const last = e.holders.reduce((m, h) => (h.token > m ? h.token : m), 0n);
-    return { lockId, holders, waiters: e.queue.length, ...(last > 0n ? { lastToken: last } : {}) };
+    if (!e || e.holders.length === 0) return 0;
+    const ended = e.holders.length;
+    e.holders = [];
+    this.#store.changed(e);
+    return ended;
   }
 
   async close(): Promise<void> {

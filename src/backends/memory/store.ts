@@ -20,6 +20,10 @@ export interface Holder {
   /** Until this the holder still blocks others (expiresAt + lockDelay); release clears it. */
   blocksUntil: number;
   readonly lockDelayMs: number;
+  /** The holder's encoded identity, stored verbatim (docs/observability.md). */
+  readonly identity: string;
+  /** When the hold began, epoch ms (what listings show). */
+  readonly acquiredAt: number;
 }
 
 /** A queued acquisition. */
@@ -30,6 +34,10 @@ export interface Waiter {
   readonly permits: number;
   /** The acquisition's owner: `cancel()` of an attempt whose reply was lost finds it by this. */
   readonly ownerId: string;
+  /** The waiter's encoded identity, stored verbatim. */
+  readonly identity: string;
+  /** When it joined the queue, epoch ms. */
+  readonly since: number;
   /** While asleep in waitForChange: how to wake it. */
   wake: (() => void) | undefined;
   /** A change let it in while it was awake: its next wait returns at once. */
@@ -60,8 +68,8 @@ export function nextToken(): bigint {
   return lastToken;
 }
 
-/** What an acquisition asks, as far as compatibility goes. */
-export type Ask = KindAsk;
+/** What an acquisition asks, as far as compatibility goes, and who asks (for listings). */
+export type Ask = KindAsk & { readonly ownerId: string; readonly identity: string };
 
 /** The kit's rules (one id is one lock across kinds), under the names this backend uses. */
 export { kindsCompatible as compatible, queueAllows } from '../kit.js';
@@ -115,6 +123,8 @@ export class MemoryStore {
       kind: ask.kind,
       fair: ask.fair,
       permits: ask.permits,
+      identity: ask.identity,
+      since: Date.now(),
       wake: undefined,
       signalled: false,
       expiresAt: now + graceMs,
@@ -212,6 +222,26 @@ export class MemoryStore {
     e.timer = undefined;
     e.timerAt = Number.POSITIVE_INFINITY;
     if (this.#entries.get(e.lockId) === e) this.#entries.delete(e.lockId);
+  }
+
+  /**
+   * Up to `limit` live entries whose id starts with `prefix` and sorts after `after`, in id
+   * order: a keyset page (the order is stable, so a page never repeats or skips a lock
+   * that existed throughout). Sorting the ids on every page is fine for an in-process table.
+   */
+  page(prefix: string, after: string | undefined, limit: number, now = performance.now()): { entries: Entry[]; more: boolean } {
+    const ids: string[] = [];
+    for (const id of this.#entries.keys()) if (id.startsWith(prefix) && (after === undefined || id > after)) ids.push(id);
+    ids.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    const entries: Entry[] = [];
+    let i = 0;
+    for (; i < ids.length && entries.length < limit; i++) {
+      const e = this.#entries.get(ids[i] ?? '');
+      if (!e) continue;
+      this.#purge(e, now);
+      if (e.holders.length + e.queue.length > 0) entries.push(e);
+    }
+    return { entries, more: i < ids.length };
   }
 
   /** Drop idle entries whose holders expired (nobody asked about them since). */

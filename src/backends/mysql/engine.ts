@@ -62,6 +62,8 @@ const COMMIT: Stmt = { sql: 'COMMIT', params: [] };
 export class MysqlEngine implements SqlEngine {
   readonly name = 'mysql';
   readonly nowSql = NOW_US;
+  /** Lock ids are VARBINARY: compared and sorted byte by byte already. */
+  readonly binaryId = 'lock_id';
   readonly tables: SqlTables;
   readonly notifies = false;
   readonly #pool: Pool;
@@ -167,6 +169,10 @@ export class MysqlEngine implements SqlEngine {
 
   isMissingTable(err: unknown): boolean {
     return causeCode(err) === 'ER_NO_SUCH_TABLE';
+  }
+
+  isMissingColumn(err: unknown): boolean {
+    return causeCode(err) === 'ER_BAD_FIELD_ERROR';
   }
 
   isConnectionLost(err: unknown): boolean {

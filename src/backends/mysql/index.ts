@@ -6,7 +6,7 @@
  */
 import mysql from 'mysql2/promise';
 import { InvalidArgumentError, redact, secretsOf, unavailable, UrlParams, type Backend, type ConnectOptions } from '../kit.js';
-import { missingTable, SqlBackend } from '../sql/backend.js';
+import { missingColumns, missingTable, SqlBackend } from '../sql/backend.js';
 import { tablesOf } from '../sql/statements.js';
 import { sqlUrlParts } from '../sql/url.js';
 import { MysqlEngine } from './engine.js';
@@ -125,8 +125,12 @@ async function open(pool: mysql.Pool, ownsPool: boolean, o: MysqlOptions): Promi
   if (o.migrate) await migrateMysql(pool, prefix);
   try {
     await pool.query(`SELECT 1 FROM ${tables.locks} WHERE 1 = 0`);
+    // Tables of an older version fail every acquisition (it writes the identity): say so now.
+    await pool.query(`SELECT identity, acquired_us FROM ${tables.holders} WHERE 1 = 0`);
+    await pool.query(`SELECT identity, since_us, fair FROM ${tables.queue} WHERE 1 = 0`);
   } catch (err) {
     if ((err as { code?: unknown }).code === 'ER_NO_SUCH_TABLE') throw missingTable('mysql', tables.locks, err);
+    if ((err as { code?: unknown }).code === 'ER_BAD_FIELD_ERROR') throw missingColumns('mysql', tables.holders, err);
     throw err;
   }
   const { server, ...variables } = await serverVariables(pool);

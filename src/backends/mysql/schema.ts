@@ -22,6 +22,8 @@ export function mysqlDdl(prefix = 'locksmith'): string[] {
   count INT NOT NULL,
   expires_us BIGINT NOT NULL,
   lock_delay_ms INT NOT NULL,
+  identity VARBINARY(1024) NOT NULL DEFAULT '',
+  acquired_us BIGINT NOT NULL DEFAULT 0,
   PRIMARY KEY (lock_id, token)
 ) ENGINE=InnoDB`,
     `CREATE TABLE IF NOT EXISTS ${t.queue} (
@@ -31,6 +33,9 @@ export function mysqlDdl(prefix = 'locksmith'): string[] {
   kind VARCHAR(16) NOT NULL,
   permits INT NOT NULL,
   expires_us BIGINT NOT NULL,
+  identity VARBINARY(1024) NOT NULL DEFAULT '',
+  since_us BIGINT NOT NULL DEFAULT 0,
+  fair TINYINT NOT NULL DEFAULT 0,
   PRIMARY KEY (lock_id, seq)
 ) ENGINE=InnoDB`,
   ];
@@ -41,7 +46,46 @@ export interface MysqlQueryable {
   query(sql: string): Promise<unknown>;
 }
 
-/** Create the lock tables if missing (CREATE TABLE IF NOT EXISTS is safe to race in InnoDB). */
+/** The columns later versions added, per table: name and type (with the default older rows get). */
+const ADDED: Readonly<Record<'holders' | 'queue', readonly (readonly [string, string])[]>> = {
+  holders: [
+    ['identity', "VARBINARY(1024) NOT NULL DEFAULT ''"],
+    ['acquired_us', 'BIGINT NOT NULL DEFAULT 0'],
+  ],
+  queue: [
+    ['identity', "VARBINARY(1024) NOT NULL DEFAULT ''"],
+    ['since_us', 'BIGINT NOT NULL DEFAULT 0'],
+    ['fair', 'TINYINT NOT NULL DEFAULT 0'],
+  ],
+};
+
+/** The server's "duplicate column name": a concurrent migration added it first. */
+const ER_DUP_FIELDNAME = 1060;
+
+/**
+ * Create the lock tables if missing (CREATE TABLE IF NOT EXISTS is safe to race in InnoDB),
+ * then add the columns later versions added to tables an older version created. Only missing
+ * columns are added, one ALTER per column (MySQL 8 has no `ADD COLUMN IF NOT EXISTS`); a
+ * concurrent migration that added one first is not an error.
+ */
 export async function migrateMysql(db: MysqlQueryable, prefix = 'locksmith'): Promise<void> {
   for (const ddl of mysqlDdl(prefix)) await db.query(ddl);
+  const t = tablesOf(prefix);
+  for (const k of ['holders', 'queue'] as const) {
+    const have = await columnsOf(db, t[k]);
+    for (const [column, type] of ADDED[k]) {
+      if (have.has(column)) continue;
+      await db.query(`ALTER TABLE ${t[k]} ADD COLUMN ${column} ${type}`).catch((err: unknown) => {
+        if ((err as { errno?: unknown }).errno !== ER_DUP_FIELDNAME) throw err;
+      });
+    }
+  }
+}
+
+async function columnsOf(db: MysqlQueryable, table: string): Promise<Set<string>> {
+  const res = await db.query(
+    `SELECT column_name AS c FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = '${table}'`,
+  );
+  const rows = Array.isArray(res) && Array.isArray(res[0]) ? (res[0] as { c?: unknown }[]) : [];
+  return new Set(rows.map((r) => String(r.c).toLowerCase()));
 }

@@ -61,6 +61,8 @@ function parsePayload(payload: string): { lockId: string; head: bigint | undefin
 export class PgEngine implements SqlEngine {
   readonly name = 'postgres';
   readonly nowSql = NOW_US;
+  /** The "C" collation compares UTF-8 bytes, whatever the database's collation (docs/backends/postgres.md, "Listing"). */
+  readonly binaryId = 'lock_id COLLATE "C"';
   readonly tables: SqlTables;
   readonly notifies: boolean;
   readonly #pool: pg.Pool;
@@ -175,6 +177,10 @@ export class PgEngine implements SqlEngine {
 
   isMissingTable(err: unknown): boolean {
     return causeCode(err) === '42P01';
+  }
+
+  isMissingColumn(err: unknown): boolean {
+    return causeCode(err) === '42703';
   }
 
   isConnectionLost(err: unknown): boolean {

@@ -6,7 +6,7 @@
  */
 import pg from 'pg';
 import { InvalidArgumentError, redact, secretsOf, unavailable, UrlParams, type Backend, type ConnectOptions } from '../kit.js';
-import { missingTable, SqlBackend } from '../sql/backend.js';
+import { missingColumns, missingTable, SqlBackend } from '../sql/backend.js';
 import { tablesOf } from '../sql/statements.js';
 import { sqlUrlParts } from '../sql/url.js';
 import { PgEngine } from './engine.js';
@@ -123,8 +123,12 @@ async function open(pool: pg.Pool, ownsPool: boolean, o: PostgresOptions): Promi
   if (o.migrate) await migratePostgres(pool, prefix);
   try {
     await pool.query(`SELECT 1 FROM ${tables.locks} WHERE false`);
+    // Tables of an older version fail every acquisition (it writes the identity): say so now.
+    await pool.query(`SELECT identity, acquired_us FROM ${tables.holders} WHERE false`);
+    await pool.query(`SELECT identity, since_us, fair FROM ${tables.queue} WHERE false`);
   } catch (err) {
     if ((err as { code?: unknown }).code === '42P01') throw missingTable('postgres', tables.locks, err);
+    if ((err as { code?: unknown }).code === '42703') throw missingColumns('postgres', tables.holders, err);
     throw err;
   }
   const engine = new PgEngine(pool, {

@@ -21,6 +21,8 @@ CREATE TABLE IF NOT EXISTS ${t.holders} (
   count integer NOT NULL,
   expires_us bigint NOT NULL,
   lock_delay_ms integer NOT NULL,
+  identity text NOT NULL DEFAULT '',
+  acquired_us bigint NOT NULL DEFAULT 0,
   PRIMARY KEY (lock_id, token)
 );
 CREATE TABLE IF NOT EXISTS ${t.queue} (
@@ -30,8 +32,44 @@ CREATE TABLE IF NOT EXISTS ${t.queue} (
   kind text NOT NULL,
   permits integer NOT NULL,
   expires_us bigint NOT NULL,
+  identity text NOT NULL DEFAULT '',
+  since_us bigint NOT NULL DEFAULT 0,
+  fair smallint NOT NULL DEFAULT 0,
   PRIMARY KEY (lock_id, seq)
-);`;
+);
+${postgresUpgradeDdl(prefix)}`;
+}
+
+/** The columns later versions added, per table: name and type (with the default older rows get). */
+const ADDED: Readonly<Record<'holders' | 'queue', readonly (readonly [string, string])[]>> = {
+  holders: [
+    ['identity', "text NOT NULL DEFAULT ''"],
+    ['acquired_us', 'bigint NOT NULL DEFAULT 0'],
+  ],
+  queue: [
+    ['identity', "text NOT NULL DEFAULT ''"],
+    ['since_us', 'bigint NOT NULL DEFAULT 0'],
+    ['fair', 'smallint NOT NULL DEFAULT 0'],
+  ],
+};
+
+/**
+ * Add the identity columns to tables an older version created (idempotent). The ALTER runs
+ * only when a column is missing: an ALTER TABLE takes an exclusive lock even when it changes
+ * nothing, and every `?migrate=true` client runs this. With a constant default, adding a
+ * column rewrites nothing (PostgreSQL 11+).
+ */
+export function postgresUpgradeDdl(prefix = 'locksmith'): string {
+  const t = tablesOf(prefix);
+  const blocks = (['holders', 'queue'] as const).map((k) => {
+    const cols = ADDED[k];
+    const names = cols.map(([c]) => `'${c}'`).join(', ');
+    const adds = cols.map(([c, type]) => `ADD COLUMN IF NOT EXISTS ${c} ${type}`).join(', ');
+    return `  IF (SELECT count(*) FROM pg_attribute WHERE attrelid = '${t[k]}'::regclass AND attname IN (${names}) AND NOT attisdropped) < ${cols.length} THEN
+    ALTER TABLE ${t[k]} ${adds};
+  END IF;`;
+  });
+  return `DO $$ BEGIN\n${blocks.join('\n')}\nEND $$;`;
 }
 
 /** Something that runs a plain statement: a `pg.Pool` or a `pg.Client`. */

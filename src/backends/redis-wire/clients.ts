@@ -8,6 +8,8 @@
 export interface RedisCommandClient {
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+  /** One SCAN batch (what `list` pages with); a client without it cannot list. */
+  scan?(cursor: string, match: 'MATCH', pattern: string, countToken: 'COUNT', count: number): Promise<[string, string[]]>;
 }
 
 /** The subscriber connection: what pub/sub needs (ioredis `Redis` and `Cluster` both fit). */

@@ -24,3 +24,38 @@ export function lockKeys(prefix: string, lockId: string): LockKeys {
   const b = keyBase(prefix, lockId);
   return [`${b}:h`, `${b}:x`, `${b}:t`, `${b}:q`, `${b}:qx`, `${b}:qw`, `${b}:qs`];
 }
+
+/** Every key of the lock whose keys start with `base` (a {@link keyBase}), as found by SCAN. */
+export function keysAt(base: string): LockKeys {
+  return [`${base}:h`, `${base}:x`, `${base}:t`, `${base}:q`, `${base}:qx`, `${base}:qw`, `${base}:qs`];
+}
+
+/**
+ * The lockId whose keys start with `base`, read back from the key (`prefix{id}`); undefined
+ * when the tag is a SHA-1 (an id with a brace), whose id only the stored record knows
+ * ({@link whoRecord}).
+ */
+export function lockIdAt(prefix: string, base: string): string | undefined {
+  if (!base.startsWith(`${prefix}{`) || !base.endsWith('}')) return undefined;
+  const tag = base.slice(prefix.length + 1, -1);
+  return tag.startsWith('{') ? undefined : tag;
+}
+
+/**
+ * The record stored beside every hold and queue entry: the locker's identity, preceded by the
+ * lockId when the keys cannot give it back (a SHA-1 tag) — `<length>:<lockId><identity>`, else
+ * `:<identity>`. The server stores it verbatim; only {@link readWho} reads it.
+ */
+export function whoRecord(lockId: string, identity: string): string {
+  return /[{}]/.test(lockId) ? `${lockId.length}:${lockId}${identity}` : `:${identity}`;
+}
+
+/** A {@link whoRecord} read back: the lockId it carries (if any) and the identity. */
+export function readWho(record: string): { readonly lockId?: string; readonly identity: string } | undefined {
+  const m = /^(\d*):/.exec(record);
+  if (!m) return undefined;
+  const rest = record.slice(m[0].length);
+  if (!m[1]) return { identity: rest };
+  const n = Number(m[1]);
+  return { lockId: rest.slice(0, n), identity: rest.slice(n) };
+}

@@ -17,15 +17,17 @@ import {
   type Capabilities,
   type Extension,
   type Grant,
-  type HolderState,
   type LockKind,
   type LockState,
 } from '../kit.js';
+import type { ListPage, ListRequest } from '../../backend.js';
 import { closeClient, type RedisClientLike } from '../redis-wire/clients.js';
 import { RedisCommands } from '../redis-wire/commands.js';
 import { Inbox, InboxDirectory, type InboxMark } from '../redis-wire/inbox.js';
-import { keyBase, lockKeys } from '../redis-wire/keys.js';
-import { ACQUIRE, CANCEL, CLAIM, CLAIM_MS, EXTEND, INSPECT, RELEASE, UNDO } from './scripts.js';
+import { keyBase, lockKeys, whoRecord } from '../redis-wire/keys.js';
+import type { Scan } from '../redis-wire/scan.js';
+import { listPage, readInspect } from './observe.js';
+import { ACQUIRE, CANCEL, CLAIM, CLAIM_MS, EXTEND, FORCE, INSPECT, RELEASE, UNDO } from './scripts.js';
 
 /** Options of {@link RedisBackend}. */
 export interface RedisBackendOptions {
@@ -82,7 +84,6 @@ export interface RedisGrantData {
 }
 
 const KIND_LETTER: Readonly<Record<LockKind, string>> = { mutex: 'm', read: 'r', write: 'w', semaphore: 's' };
-const LETTER_KIND: Readonly<Record<string, LockKind>> = { m: 'mutex', r: 'read', w: 'write', s: 'semaphore' };
 
 /** A queue entry lives this much past its refresh period without a re-attempt. */
 const WAITER_GRACE_MS = 1_250;
@@ -254,6 +255,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       this.#inboxPrefix,
       secret,
       stamp,
+      whoRecord(req.lockId, req.identity),
     ]);
   }
 
@@ -381,24 +383,31 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
 
   async inspect(lockId: string): Promise<LockState> {
     this.#assertOpen();
-    const [h, x, t, , qx] = lockKeys(this.#prefix, lockId);
-    const reply = await this.#commands.eval(INSPECT, [h, x, t, qx], []);
-    const [last, waiters, ...rest] = Array.isArray(reply) ? (reply as unknown[]) : [];
-    const holders: HolderState[] = [];
-    for (let i = 0; i + 2 < rest.length; i += 3) {
-      const field = String(rest[i]);
-      const [letter, count, token] = String(rest[i + 1]).split('|');
-      const nul = field.indexOf('\0');
-      holders.push({
-        ownerId: nul >= 0 ? field.slice(0, nul) : field,
-        kind: LETTER_KIND[letter ?? 'm'] ?? 'mutex',
-        token: BigInt(token ?? '0'),
-        expiresInMs: Number(rest[i + 2]),
-        count: Number(count),
-      });
-    }
-    const lastToken = last === '' || last === null || last === undefined ? undefined : BigInt(String(last));
-    return { lockId, holders, waiters: Number(waiters), ...(lastToken === undefined ? {} : { lastToken }) };
+    const [h, x, t, q, qx, qw] = lockKeys(this.#prefix, lockId);
+    return readInspect(lockId, await this.#commands.eval(INSPECT, [h, x, t, q, qx, qw], [])).state;
+  }
+
+  /** One page of the locks with a holder or a waiter, by SCAN (docs/backends/redis.md, "Listing"). */
+  async list(req: ListRequest): Promise<ListPage> {
+    this.#assertOpen();
+    return listPage({ commands: this.#commands, prefix: this.#prefix, scan: this.#scan() }, req);
+  }
+
+  /**
+   * End every hold of `lockId` at once, step its fencing counter up by one and let the next
+   * in line take over, as a release would (one script).
+   */
+  async forceRelease(lockId: string): Promise<number> {
+    this.#assertOpen();
+    return Number(await this.#commands.eval(FORCE, lockKeys(this.#prefix, lockId), [this.#inboxPrefix]));
+  }
+
+  /** The client's SCAN, unless it is a Cluster (whose SCAN reaches one random node). */
+  #scan(): Scan | undefined {
+    const c = this.#client as RedisClientLike & { nodes?: unknown };
+    if (!c.scan || typeof c.nodes === 'function') return undefined;
+    const scan = c.scan.bind(c);
+    return (cursor, pattern, count) => this.#commands.bounded('SCAN', scan(cursor, 'MATCH', pattern, 'COUNT', count));
   }
 
   async close(): Promise<void> {

@@ -8,12 +8,12 @@
  *
  * | key  | type | content |
  * |------|------|---------|
- * | `h`  | hash | holder field → `kind|count|token|expiresAt|lockDelay|mark` (field = ownerId; `ownerId\0token` for a semaphore permit; mark = the waiter id a hand-off is for, or `~<attempt id>` of an explicit owner's attempt, or '') |
+ * | `h`  | hash | holder field → `kind|count|token|expiresAt|lockDelay|mark|acquiredAt|who` (field = ownerId; `ownerId\0token` for a semaphore permit; mark = the waiter id a hand-off is for, or `~<attempt id>` of an explicit owner's attempt, or ''; who = the client's record of the locker, see `whoRecord` in ../redis-wire/keys.ts) |
  * | `x`  | zset | holder field → the server time (ms) until which it blocks others (`expiresAt + lockDelay`) |
  * | `t`  | string | the last fencing token (kept 10 min past the last hold) |
  * | `q`  | zset | waiter id → arrival number (the queue order) |
  * | `qx` | zset | waiter id → the server time (ms) at which the entry expires unless its waiter re-attempts |
- * | `qw` | hash | waiter id → `<kind letter><1 fair / 0>|ttl|lockDelay|secret|ownerId` (what a hand-off needs; the secret of the waiter's last attempt) |
+ * | `qw` | hash | waiter id → `<kind letter><1 fair / 0>|ttl|lockDelay|secret|ownerId` (what a hand-off needs; the secret of the waiter's last attempt); `\0<waiter id>` → `<since ms>|who` |
  * | `qs` | string | the arrival counter |
  *
  * All expiry is decided by the server's clock (`TIME`), never the clients': a holder is
@@ -60,7 +60,8 @@ function claimMs(lua: string): number {
  * KEYS: h x t q qx qw qs.
  * ARGV: kind letter, permits, ownerId, ttlMs, lockDelayMs, fair, wait, waiterId, waiterTtlMs,
  * inbox prefix, secret (of a waiter that may be handed the lock, else ''), stamp (`~<attempt
- * id>` for an explicit owner, kept in the hold for UNDO, else '').
+ * id>` for an explicit owner, kept in the hold for UNDO, else ''), who (kept verbatim with the
+ * new hold or queue entry).
  * Returns `{1, token, field}` (new hold), `{2, token, field}` (re-entered) or
  * `{0, hintMs, serverNowMs, lastToken}` (contended; hintMs = time until the earliest holder or
  * queue entry runs out, -1 if none).
@@ -110,8 +111,16 @@ export const CANCEL = loadScript('cancel');
 export const UNDO = loadScript('undo');
 
 /**
- * Read-only view for `inspect`. KEYS: h x t qx.
- * Returns `{lastToken or '', waiters, field1, value1, blocksUntilMs1 - now, …}` of the live holders
- * (each value is `kind|count|token|expiresAt|lockDelay`, followed by `expiresAt - now`).
+ * Read-only view for `inspect` and `list`. KEYS: h x t q qx qw.
+ * Returns `{lastToken or '', serverNowMs, 1 when the hold hash exists else 0, n, field1, value1,
+ * … fieldn, valuen, entry1, record1, …}`: the n holders that still block others (their hold
+ * records as stored), then the live queue entries in queue order (`qw` value and `\0` record).
  */
 export const INSPECT = loadScript('inspect');
+
+/**
+ * Break the lock: end every hold (lockDelay included), step the counter up by one, and hand
+ * the lock to (or wake) the queue head as a release would. KEYS: h x t q qx qw qs.
+ * ARGV: inbox prefix. Returns the number of holds whose lease had not run out.
+ */
+export const FORCE = loadScript('force');

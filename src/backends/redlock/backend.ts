@@ -20,14 +20,17 @@ import {
   type Capabilities,
   type Extension,
   type Grant,
-  type HolderState,
   type LockState,
 } from '../kit.js';
+import { UnsupportedError } from '../../errors.js';
 import { closeClient, type RedisClientLike, type RedisSubscriberClient } from '../redis-wire/clients.js';
 import { RedisCommands } from '../redis-wire/commands.js';
-import { keyBase } from '../redis-wire/keys.js';
+import type { ListPage, ListRequest } from '../../backend.js';
+import { keyBase, lockIdAt, whoRecord } from '../redis-wire/keys.js';
+import { lockPattern, readCursor, scanPage, writeCursor, type Scan } from '../redis-wire/scan.js';
+import { classifyInspect, endedHolds, firstHolding, stateOf, type InspectReply } from './observe.js';
 import { fanOut, granted, majority, quorumError, quorumUnreachable, type NodeReply, type RedlockNode } from './quorum.js';
-import { ACQUIRE, EXTEND, INSPECT, RELEASE } from './scripts.js';
+import { ACQUIRE, EXTEND, FORCE, INSPECT, INSPECT_MANY, RELEASE } from './scripts.js';
 import { TokenRegister, type RegisterRead } from './token.js';
 import { Wakeups, type Watch } from './wake.js';
 
@@ -134,9 +137,8 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     return this.#nodes.map((n) => n.label);
   }
 
-  #keys(lockId: string): { readonly keys: [string, string]; readonly channel: string } {
-    const b = keyBase(this.#prefix, lockId);
-    return { keys: [`${b}:rl`, `${b}:rt`], channel: `${b}:rc` };
+  #keys(lockId: string): { readonly keys: [string, string, string]; readonly channel: string } {
+    return keysAt(keyBase(this.#prefix, lockId));
   }
 
   async tryAcquire(req: AcquireRequest<RedlockTicket>): Promise<AcquireResult<RedlockTicket, RedlockGrantData>> {
@@ -145,11 +147,12 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     const { keys } = this.#keys(req.lockId);
     const seen = req.ticket?.watch.seen ?? 0;
     const subscribed = req.ticket?.watch.subscribed ?? false;
+    const who = whoRecord(req.lockId, req.identity);
     const t1 = performance.now();
     const proposal = this.#tokens.propose(req.lockId);
     const sent = fanOut(
       this.#nodes,
-      (n) => n.commands.eval(ACQUIRE, keys, [value, req.ttlMs, proposal.toString()]),
+      (n) => n.commands.eval(ACQUIRE, keys, [value, req.ttlMs, proposal.toString(), who]),
       classifyAcquire,
       this.#quorum,
     );
@@ -214,11 +217,15 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
    * clean-ups that may queue behind a command that timed out (see ../redis-wire/commands.ts).
    */
   #releaseAll(lockId: string, value: string, bySource = false, quorum?: number): Promise<NodeReply<undefined>[]> {
-    const { keys, channel } = this.#keys(lockId);
+    const {
+      keys: [rl, , ri],
+      channel,
+    } = this.#keys(lockId);
+    const keys = [rl, ri];
     const args = [value, channel];
     return fanOut(
       this.#nodes,
-      (n) => (bySource ? n.commands.evalSource(RELEASE, keys.slice(0, 1), args) : n.commands.eval(RELEASE, keys.slice(0, 1), args)),
+      (n) => (bySource ? n.commands.evalSource(RELEASE, keys, args) : n.commands.eval(RELEASE, keys, args)),
       (reply) => ({ ok: reply === 1, value: undefined }),
       quorum,
     );
@@ -256,7 +263,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     const t1 = performance.now();
     const replies = await fanOut(
       this.#nodes,
-      (n) => n.commands.eval(EXTEND, keys.slice(0, 1), [grant.data.value, ttlMs]),
+      (n) => n.commands.eval(EXTEND, [keys[0], keys[2]], [grant.data.value, ttlMs]),
       (reply) => ({ ok: reply === 1, value: undefined }),
       this.#quorum,
     );
@@ -287,7 +294,78 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     const { keys } = this.#keys(lockId);
     const replies = await fanOut(this.#nodes, (n) => n.commands.eval(INSPECT, keys, []), classifyInspect);
     if (quorumUnreachable(replies)) throw quorumError(`inspect of '${lockId}'`, replies);
-    return stateOf(lockId, replies, this.#quorum);
+    return stateOf(lockId, replies, this.#quorum).state;
+  }
+
+  /**
+   * One page of the held locks: SCAN over each master in turn, one INSPECT fan-out per lock
+   * found (docs/backends/redlock.md, "Listing").
+   */
+  async list(req: ListRequest): Promise<ListPage> {
+    this.#assertOpen();
+    const scans = this.#clients.map((c, i): Scan => {
+      const commands = this.#nodes[i]?.commands;
+      if (!c.scan || !commands) throw new UnsupportedError(this.name, 'list() with a client that has no SCAN');
+      const scan = c.scan.bind(c);
+      return (cursor, pattern, count) => commands.bounded('SCAN', scan(cursor, 'MATCH', pattern, 'COUNT', count));
+    });
+    const pattern = lockPattern(this.#prefix, req.prefix, ':rl');
+    const from = readCursor(req.cursor, scans.length, req.limit);
+    const take = async (node: number, keys: readonly string[]): Promise<LockState[]> => {
+      const found = await this.#listed(
+        node,
+        keys.map((key) => key.slice(0, -3)),
+      );
+      return found.filter((s) => s.lockId.startsWith(req.prefix));
+    };
+    const { items, next } = await scanPage(scans, from, pattern, req.limit, take, req.signal);
+    return { locks: items, cursor: next && writeCursor(next) };
+  }
+
+  /**
+   * The states of the locks at key bases `bases` that are listed from master `node`'s scan:
+   * one INSPECT_MANY per master for all of them.
+   */
+  async #listed(node: number, bases: readonly string[]): Promise<LockState[]> {
+    if (bases.length === 0) return [];
+    const keys = bases.flatMap((b) => keysAt(b).keys);
+    const all = await fanOut(
+      this.#nodes,
+      (n) => n.commands.eval(INSPECT_MANY, keys, []),
+      (reply) => ({ ok: Array.isArray(reply), value: Array.isArray(reply) ? (reply as unknown[]) : [] }),
+    );
+    if (quorumUnreachable(all)) throw quorumError('list', all);
+    const out: LockState[] = [];
+    bases.forEach((base, j) => {
+      const replies = all.map((r): NodeReply<InspectReply> => {
+        const one = r.value?.[j];
+        return one === undefined
+          ? { node: r.node, outcome: r.outcome }
+          : { node: r.node, outcome: r.outcome, value: classifyInspect(one).value };
+      });
+      if (firstHolding(replies, this.#nodes) !== node) return;
+      const known = lockIdAt(this.#prefix, base);
+      const { state, storedId } = stateOf(known ?? '', replies, this.#quorum);
+      const lockId = known ?? storedId;
+      if (lockId !== undefined && state.holders.length > 0) out.push({ ...state, lockId });
+    });
+    return out;
+  }
+
+  /**
+   * Break the lock on every master: delete its lease and raise its register one past what it
+   * vouched for. Needs a majority, like any Redlock write; resolves the holds a majority held.
+   */
+  async forceRelease(lockId: string): Promise<number> {
+    this.#assertOpen();
+    const { keys, channel } = this.#keys(lockId);
+    const replies = await fanOut(
+      this.#nodes,
+      (n) => n.commands.eval(FORCE, keys, [channel]),
+      (reply) => ({ ok: true, value: String(reply ?? '') }),
+    );
+    if (granted(replies).length < this.#quorum) throw quorumError(`forceRelease of '${lockId}'`, replies);
+    return endedHolds(replies, this.#quorum);
   }
 
   async close(): Promise<void> {
@@ -324,44 +402,7 @@ function hintOf(replies: readonly NodeReply<AcquireReply>[]): number {
   return ttls[0] ?? -1;
 }
 
-interface InspectReply {
-  readonly value: string;
-  readonly pttl: number;
-  readonly register: string;
-}
-
-function classifyInspect(reply: unknown): { ok: boolean; value: InspectReply } {
-  const [value, pttl, register] = Array.isArray(reply) ? (reply as unknown[]) : [];
-  return { ok: true, value: { value: String(value ?? ''), pttl: Number(pttl), register: String(register ?? '') } };
-}
-
-/**
- * The holder is the value a majority holds, its token the highest register among them; the
- * last token is the highest register seen.
- */
-function stateOf(lockId: string, replies: readonly NodeReply<InspectReply>[], quorum: number): LockState {
-  const byValue = new Map<string, InspectReply[]>();
-  let last: bigint | undefined;
-  for (const r of replies) {
-    if (!r.value) continue;
-    if (r.value.register !== '' && (last === undefined || BigInt(r.value.register) > last)) last = BigInt(r.value.register);
-    if (r.value.value === '') continue;
-    byValue.set(r.value.value, [...(byValue.get(r.value.value) ?? []), r.value]);
-  }
-  const holders: HolderState[] = [];
-  for (const [value, on] of byValue) {
-    if (on.length < quorum) continue;
-    const nul = value.indexOf('\0');
-    // Only the holder writes a register while it holds the lease there (scripts.ts).
-    const tokens = on.filter((o) => o.register !== '').map((o) => BigInt(o.register));
-    const ttls = on.map((o) => o.pttl).sort((a, b) => b - a);
-    holders.push({
-      ownerId: nul >= 0 ? value.slice(0, nul) : value,
-      kind: 'mutex',
-      token: tokens.reduce((a, b) => (b > a ? b : a), 0n),
-      expiresInMs: ttls[quorum - 1] ?? 0,
-      count: 1,
-    });
-  }
-  return { lockId, holders, waiters: 0, ...(last === undefined ? {} : { lastToken: last }) };
+/** The keys of one lock on a master, and its release channel, from its key base. */
+function keysAt(b: string): { readonly keys: [string, string, string]; readonly channel: string } {
+  return { keys: [`${b}:rl`, `${b}:rt`, `${b}:ri`], channel: `${b}:rc` };
 }

@@ -11,6 +11,7 @@
  * |------|--------|---------|
  * | `rl` | string | the holder's value (its ownerId, or ownerId + NUL + nonce for an explicit owner), `PX` = ttl |
  * | `rt` | string | this master's copy of the token register (kept 10 min past the last hold) |
+| `ri` | string | `<acquired at ms>|who`: the holder's record of its locker (`whoRecord` in ../redis-wire/keys.ts), as long as the lease |
  *
  * The register is written only by whoever holds the lease on that master, so while a lock is
  * held the highest register among the masters holding it is the holder's token (`inspect`).
@@ -28,7 +29,7 @@ export type { LuaScript } from '../redis-wire/lua.js';
 
 /**
  * Phase 1 on one master: take the lease and read the register in one atomic step.
- * KEYS: rl rt. ARGV: value, ttlMs, proposed token.
+ * KEYS: rl rt ri. ARGV: value, ttlMs, proposed token, who (stored in `ri` by a new hold).
  * Returns `{1, register, wrote}` (granted; `wrote` = 1 when the proposal was above the
  * register and is now stored) or `{0, pttl}` (held by another). It runs on every master for
  * every attempt, so it is kept short: no helper functions (their closures cost a measurable share),
@@ -45,15 +46,33 @@ export const ACQUIRE = loadScript('redlock-acquire');
  */
 export const FENCE = loadScript('redlock-fence');
 
-/** Renew the lease of `value`. KEYS: rl. ARGV: value, ttlMs. Returns 1 or 0 (not held). */
+/** Renew the lease of `value` (and of its `ri`). KEYS: rl ri. ARGV: value, ttlMs. Returns 1 or 0 (not held). */
 export const EXTEND = loadScript('redlock-extend');
 
 /**
  * Compare-and-delete; a deletion publishes the value on `channel` so waiters on any master
  * wake (the value lets a client count one release once, however many masters sent it).
- * KEYS: rl. ARGV: value, channel. Returns 1 (deleted) or 0.
+ * KEYS: rl ri. ARGV: value, channel. Returns 1 (deleted) or 0.
  */
 export const RELEASE = loadScript('redlock-release');
 
-/** What one master knows. KEYS: rl rt. Returns `{value, pttl, register}` ('' when absent). */
+/**
+ * What one master knows. KEYS: rl rt ri. Returns `{value, pttl, register, record, nowMs}`
+ * ('' when absent).
+ */
 export const INSPECT = loadScript('redlock-inspect');
+
+/**
+ * INSPECT for many locks at once, for `list`: KEYS: rl rt ri of each lock in turn (keys of
+ * many slots in one script: a Redlock master is a standalone Redis, never a Cluster). Returns
+ * one INSPECT reply per lock, in order. A page sends at most its limit of locks.
+ */
+export const INSPECT_MANY = loadScript('redlock-inspect-many');
+
+/**
+ * Break the lock on one master: delete the lease (announcing it as a release does) and raise
+ * the register one past `max(stored, clock)`, so that a majority of masters broken this way
+ * makes every later token exceed the broken holder's by at least two (docs/backends/redlock.md).
+ * KEYS: rl rt ri. ARGV: channel. Returns the value deleted, or ''.
+ */
+export const FORCE = loadScript('redlock-force');

@@ -8,6 +8,7 @@
 import {
   BackendUnavailableError,
   exclusiveKind,
+  InvalidArgumentError,
   LockLostError,
   raceAbort,
   unavailable,
@@ -19,6 +20,8 @@ import {
   type Grant,
   type LockState,
 } from '../kit.js';
+import type { ListPage, ListRequest } from '../../backend.js';
+import { listPage, lockStateOf } from './observe.js';
 import { decide, nextExpiryMs, US, view, type LockView } from './state.js';
 import { big, micros, parseState, Statements, text } from './statements.js';
 import type { HolderRow, LockRow, SqlEngine, SqlResult, SqlTicket, SqlTx, Stmt } from './types.js';
@@ -74,7 +77,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   constructor(engine: SqlEngine, options: SqlBackendOptions) {
     this.name = engine.name;
     this.#engine = engine;
-    this.#st = new Statements(engine.tables, engine.nowSql);
+    this.#st = new Statements(engine.tables, engine.nowSql, engine.binaryId);
     const shared = options.scope === undefined ? undefined : sharedWakeups(`${engine.name}:${options.scope}`);
     this.#wakeups = shared?.wakeups ?? new Wakeups();
     this.#releaseWakeups = shared?.release ?? (() => undefined);
@@ -152,7 +155,8 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
         writes.push(this.#st.reenter(req.lockId, token, expiresUs));
       } else {
         token = row.token + 1n;
-        writes.push(this.#st.setCounters(req.lockId, token, row.seq), this.#st.insertHolder(req.lockId, holderOf(req, token, expiresUs)));
+        const holder = holderOf(req, token, row.nowUs, expiresUs);
+        writes.push(this.#st.setCounters(req.lockId, token, row.seq), this.#st.insertHolder(req.lockId, holder));
       }
       // The lease ends at db-now + ttl, and db-now is after the core sent the request: ttlMs holds.
       const grant: Grant<undefined> = {
@@ -180,7 +184,16 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
       seq = row.seq + 1n;
       writes.push(
         this.#st.setCounters(req.lockId, row.token, seq),
-        this.#st.insertWaiter(req.lockId, { seq, ownerId: req.ownerId, kind: req.kind, permits: req.permits, expiresUs }),
+        this.#st.insertWaiter(req.lockId, {
+          seq,
+          ownerId: req.ownerId,
+          kind: req.kind,
+          permits: req.permits,
+          expiresUs,
+          identity: req.identity,
+          sinceUs: row.nowUs,
+          fair: req.fair,
+        }),
       );
     }
     const old = req.ticket?.seq;
@@ -307,26 +320,37 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   async inspect(lockId: string): Promise<LockState> {
     try {
       const [now, state, last] = await this.#transaction(
-        (tx) => tx.run([this.#st.now(), this.#st.state(lockId), this.#st.lastToken(lockId)], true),
+        (tx) => tx.run([this.#st.now(), this.#st.state(lockId, true), this.#st.lastToken(lockId)], true),
         true,
       );
-      const nowUs = micros(now?.rows[0]?.['now_us']);
-      const raw = parseState(state);
-      const v = view(nowUs, raw.holders, raw.queue);
       const lastRow = last?.rows[0];
-      const lastToken = lastRow === undefined ? 0n : big(lastRow['token']);
-      const holders = v.holders
-        .filter((h) => h.expiresUs > nowUs)
-        .map((h) => ({
-          ownerId: h.ownerId,
-          kind: h.kind,
-          token: h.token,
-          count: h.count,
-          expiresInMs: Math.round((h.expiresUs - nowUs) / US),
-        }));
-      return { lockId, holders, waiters: v.queue.length, ...(lastToken > 0n ? { lastToken } : {}) };
+      return lockStateOf(lockId, micros(now?.rows[0]?.['now_us']), parseState(state), lastRow === undefined ? 0n : big(lastRow['token']));
     } catch (err) {
       throw this.#fail(`inspect of '${lockId}'`, err);
+    }
+  }
+
+  /** One page of the locks with a live hold or waiter: keyset paging in byte order (observe.ts). */
+  async list(req: ListRequest): Promise<ListPage> {
+    const run = (stmts: readonly Stmt[]): Promise<SqlResult[]> => this.#transaction((tx) => tx.run(stmts, true), true);
+    try {
+      return await raceAbort(listPage(run, this.#st, req), req.signal);
+    } catch (err) {
+      if (req.signal.aborted || err instanceof InvalidArgumentError) throw err;
+      throw this.#fail(`list of '${req.prefix}*'`, err);
+    }
+  }
+
+  /**
+   * End every hold of `lockId` and bump its token, in one transaction under its lock row;
+   * the first waiter is woken at once (NOTIFY, or this process's wake-ups). Resolves the live holds ended.
+   */
+  async forceRelease(lockId: string): Promise<number> {
+    const ended = (rs: readonly SqlResult[]): number => rs[1]?.affected ?? 0;
+    try {
+      return await this.#oneTrip(lockId, this.#st.forceRelease(lockId), (rs) => rs.some((r, i) => i > 0 && r.affected > 0), ended);
+    } catch (err) {
+      throw this.#fail(`forceRelease of '${lockId}'`, err);
     }
   }
 
@@ -376,6 +400,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
 
   #fail(what: string, err: unknown): Error {
     if (this.#engine.isMissingTable(err)) return missingTable(this.name, this.#engine.tables.locks, err);
+    if (this.#engine.isMissingColumn(err)) return missingColumns(this.name, this.#engine.tables.holders, err);
     return unavailable(this.name, what, err, { secrets: this.#secrets });
   }
 }
@@ -387,8 +412,19 @@ interface Step<T> {
   readonly head: bigint | undefined;
 }
 
-function holderOf(req: AcquireRequest<SqlTicket>, token: bigint, expiresUs: number): HolderRow {
-  return { token, ownerId: req.ownerId, kind: req.kind, count: 1, expiresUs, lockDelayMs: req.lockDelayMs };
+function holderOf(req: AcquireRequest<SqlTicket>, token: bigint, nowUs: number, expiresUs: number): HolderRow {
+  const { ownerId, kind, lockDelayMs, identity } = req;
+  return { token, ownerId, kind, count: 1, expiresUs, lockDelayMs, identity, acquiredUs: nowUs };
+}
+
+/** The typed error for lock tables of an older version (without the identity columns), never migrated. */
+export function missingColumns(engine: string, table: string, cause: unknown): BackendUnavailableError {
+  return new BackendUnavailableError(
+    engine,
+    `${engine}: the lock tables ('${table}', …) lack the identity columns of this version: run migrate() from ` +
+      `'locksmith-dlm/${engine}' or add ?migrate=true to the URL (it adds them in place), see docs/backends/${engine}.md`,
+    { cause, context: { table, causeCode: 'MISSING_COLUMN' } },
+  );
 }
 
 /** The typed error for lock tables that were never created. */

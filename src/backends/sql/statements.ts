@@ -46,20 +46,75 @@ export class Statements {
   readonly #t: SqlTables;
   /** The engine's clock expression (µs since the epoch, evaluated in the statement). */
   readonly #now: string;
+  /** The engine's byte-by-byte form of `lock_id` (see {@link SqlEngine.binaryId}). */
+  readonly #bin: string;
 
-  constructor(tables: SqlTables, nowSql: string) {
+  constructor(tables: SqlTables, nowSql: string, binaryId: string) {
     this.#t = tables;
     this.#now = nowSql;
+    this.#bin = binaryId;
   }
 
-  /** Holders and queue of one id in one statement (`t` tells the tables apart); see {@link parseState}. */
-  state(lockId: string): Stmt {
-    return {
-      sql: `SELECT 'h' AS t, token AS n, owner_id, kind, count AS c, expires_us, lock_delay_ms AS d FROM ${this.#t.holders} WHERE lock_id = ?
+  /**
+   * Holders and queue of one id in one statement (`t` tells the tables apart); see
+   * {@link parseState}. An attempt reads no identities (`observe` false): it never needs them.
+   */
+  state(lockId: string, observe = false): Stmt {
+    return { sql: this.#stateSql('lock_id = ?', observe), params: [lockId, lockId] };
+  }
+
+  /** {@link state} of many ids in one statement (rows carry `lock_id`), identities included. */
+  statesOf(lockIds: readonly string[]): Stmt {
+    const among = `lock_id IN (${lockIds.map(() => '?').join(', ')})`;
+    return { sql: this.#stateSql(among, true), params: [...lockIds, ...lockIds] };
+  }
+
+  #stateSql(where: string, observe: boolean): string {
+    const h = observe ? ', lock_id, identity, acquired_us AS at, 0 AS f' : '';
+    const q = observe ? ', lock_id, identity, since_us AS at, fair AS f' : '';
+    return `SELECT 'h' AS t, token AS n, owner_id, kind, count AS c, expires_us, lock_delay_ms AS d${h} FROM ${this.#t.holders} WHERE ${where}
        UNION ALL
-       SELECT 'q' AS t, seq AS n, owner_id, kind, permits AS c, expires_us, 0 AS d FROM ${this.#t.queue} WHERE lock_id = ?`,
-      params: [lockId, lockId],
+       SELECT 'q' AS t, seq AS n, owner_id, kind, permits AS c, expires_us, 0 AS d${q} FROM ${this.#t.queue} WHERE ${where}`;
+  }
+
+  /** The last token of many ids (no lock taken), for a listing. */
+  tokensOf(lockIds: readonly string[]): Stmt {
+    return {
+      sql: `SELECT lock_id, token FROM ${this.#t.locks} WHERE lock_id IN (${lockIds.map(() => '?').join(', ')})`,
+      params: lockIds,
     };
+  }
+
+  /**
+   * Up to `limit` ids after `after` (byte order) starting with `prefix` that have a live hold
+   * or a live waiter, in byte order: keyset paging, each side bounded before the union.
+   */
+  pageIds(prefix: string, after: string, limit: number): Stmt {
+    const n = Math.max(1, Math.floor(limit));
+    const like = prefix === '' ? '' : ` AND ${this.#bin} LIKE ? ESCAPE '!'`;
+    const params = prefix === '' ? [after] : [after, likePrefix(prefix)];
+    const side = (table: string): string =>
+      `(SELECT DISTINCT ${this.#bin} AS lock_id FROM ${table}
+        WHERE ${this.#bin} > ?${like} AND expires_us > ${this.#now} ORDER BY 1 LIMIT ${n})`;
+    return {
+      sql: `SELECT lock_id FROM (${side(this.#t.holders)} UNION ${side(this.#t.queue)}) ids ORDER BY lock_id LIMIT ${n}`,
+      params: [...params, ...params],
+    };
+  }
+
+  /**
+   * Break every hold of `lockId` (under its lock row): bump the token when there is a hold to
+   * break, then count the live holds and delete every holder row (lock delays included).
+   */
+  forceRelease(lockId: string): Stmt[] {
+    return [
+      {
+        sql: `UPDATE ${this.#t.locks} SET token = token + 1 WHERE lock_id = ? AND EXISTS (SELECT 1 FROM ${this.#t.holders} WHERE lock_id = ?)`,
+        params: [lockId, lockId],
+      },
+      { sql: `DELETE FROM ${this.#t.holders} WHERE lock_id = ? AND expires_us > ${this.#now}`, params: [lockId] },
+      { sql: `DELETE FROM ${this.#t.holders} WHERE lock_id = ?`, params: [lockId] },
+    ];
   }
 
   /** Delete holds past their lease and lock delay, and waiters past their expiry. */
@@ -100,8 +155,9 @@ export class Statements {
 
   insertHolder(lockId: string, h: HolderRow): Stmt {
     return {
-      sql: `INSERT INTO ${this.#t.holders} (lock_id, token, owner_id, kind, count, expires_us, lock_delay_ms) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-      params: [lockId, h.token.toString(), h.ownerId, h.kind, h.count, h.expiresUs, h.lockDelayMs],
+      sql: `INSERT INTO ${this.#t.holders} (lock_id, token, owner_id, kind, count, expires_us, lock_delay_ms, identity, acquired_us)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      params: [lockId, h.token.toString(), h.ownerId, h.kind, h.count, h.expiresUs, h.lockDelayMs, h.identity, h.acquiredUs],
     };
   }
 
@@ -139,8 +195,9 @@ export class Statements {
 
   insertWaiter(lockId: string, w: WaiterRow): Stmt {
     return {
-      sql: `INSERT INTO ${this.#t.queue} (lock_id, seq, owner_id, kind, permits, expires_us) VALUES (?, ?, ?, ?, ?, ?)`,
-      params: [lockId, w.seq.toString(), w.ownerId, w.kind, w.permits, w.expiresUs],
+      sql: `INSERT INTO ${this.#t.queue} (lock_id, seq, owner_id, kind, permits, expires_us, identity, since_us, fair)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      params: [lockId, w.seq.toString(), w.ownerId, w.kind, w.permits, w.expiresUs, w.identity, w.sinceUs, w.fair ? 1 : 0],
     };
   }
 
@@ -198,14 +255,40 @@ export class Statements {
   }
 }
 
-/** Holders and queue from the result of {@link Statements.state}. */
-export function parseState(r: SqlResult | undefined): { holders: HolderRow[]; queue: WaiterRow[] } {
-  const holders: HolderRow[] = [];
-  const queue: WaiterRow[] = [];
+/** `prefix` as a LIKE pattern with `!` as the escape character (no quoting differences between engines). */
+export function likePrefix(prefix: string): string {
+  return `${prefix.replace(/[!%_]/g, (c) => `!${c}`)}%`;
+}
+
+/** Holders and queue of one id. */
+export interface RawState {
+  readonly holders: HolderRow[];
+  readonly queue: WaiterRow[];
+}
+
+/** Holders and queue from the result of {@link Statements.state} (identities only when read). */
+export function parseState(r: SqlResult | undefined): RawState {
+  return parseStates(r, false).get('') ?? { holders: [], queue: [] };
+}
+
+/** Holders and queue per lock id from {@link Statements.statesOf} (`byId` false: all under ''). */
+export function parseStates(r: SqlResult | undefined, byId = true): Map<string, RawState> {
+  const out = new Map<string, RawState>();
   for (const row of r?.rows ?? []) {
-    const common = { ownerId: text(row['owner_id']), kind: kindOf(row['kind']), expiresUs: micros(row['expires_us']) };
-    if (text(row['t']) === 'h') holders.push({ ...common, token: big(row['n']), count: Number(row['c']), lockDelayMs: Number(row['d']) });
-    else queue.push({ ...common, seq: big(row['n']), permits: Number(row['c']) });
+    const id = byId ? text(row['lock_id']) : '';
+    let s = out.get(id);
+    if (s === undefined) out.set(id, (s = { holders: [], queue: [] }));
+    const common = {
+      ownerId: text(row['owner_id']),
+      kind: kindOf(row['kind']),
+      expiresUs: micros(row['expires_us']),
+      identity: row['identity'] === undefined || row['identity'] === null ? '' : text(row['identity']),
+      at: row['at'] === undefined || row['at'] === null ? 0 : micros(row['at']),
+    };
+    const { at, ...rest } = common;
+    if (text(row['t']) === 'h') {
+      s.holders.push({ ...rest, acquiredUs: at, token: big(row['n']), count: Number(row['c']), lockDelayMs: Number(row['d']) });
+    } else s.queue.push({ ...rest, sinceUs: at, fair: Number(row['f'] ?? 0) !== 0, seq: big(row['n']), permits: Number(row['c']) });
   }
-  return { holders, queue };
+  return out;
 }

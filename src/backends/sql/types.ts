@@ -65,6 +65,11 @@ export interface SqlEngine {
   /** An SQL expression: the database's clock in µs since the epoch, read when it is evaluated. */
   readonly nowSql: string;
   /**
+   * An SQL expression of the `lock_id` column that compares and sorts byte by byte, whatever
+   * the column's collation: listing pages by `>` and `ORDER BY`, which must agree.
+   */
+  readonly binaryId: string;
+  /**
    * Statements that tell other clients, on commit, that `lockId` changed and which waiter is
    * first now (none without notifications, or when nobody waits).
    */
@@ -77,6 +82,8 @@ export interface SqlEngine {
   isTransient(err: unknown): boolean;
   /** The lock tables do not exist (not migrated). */
   isMissingTable(err: unknown): boolean;
+  /** A column the statements name does not exist (tables of an older version, not migrated). */
+  isMissingColumn(err: unknown): boolean;
   /** The connection was gone (killed, reset, the server restarted): the statements may not have reached it. */
   isConnectionLost(err: unknown): boolean;
   close(): Promise<void>;
@@ -90,6 +97,10 @@ export interface HolderRow {
   readonly count: number;
   readonly expiresUs: number;
   readonly lockDelayMs: number;
+  /** The holder's identity as the locker encoded it ('' when an older version wrote the row). */
+  readonly identity: string;
+  /** When the hold began, µs of the database's clock (0 when an older version wrote the row). */
+  readonly acquiredUs: number;
 }
 
 /** One queued acquisition as stored in the queue table. */
@@ -99,6 +110,12 @@ export interface WaiterRow {
   readonly kind: LockKind;
   readonly permits: number;
   readonly expiresUs: number;
+  /** The waiter's identity as the locker encoded it ('' when an older version wrote the row). */
+  readonly identity: string;
+  /** When it joined the queue, µs of the database's clock (0 when an older version wrote the row). */
+  readonly sinceUs: number;
+  /** It asked for fair (FIFO) order. */
+  readonly fair: boolean;
 }
 
 /** The queue position a contended waiting attempt leaves behind. */

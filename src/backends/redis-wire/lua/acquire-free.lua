@@ -13,7 +13,7 @@ if redis.call('EXISTS', KEYS[1], KEYS[4]) == 0 then
   local field = ARGV[3]
   if kind == 's' then field = field .. '\0' .. tok end
   local at = now + ttl + delay
-  redis.call('HSET', KEYS[1], field, kind .. '|1|' .. tok .. '|' .. string.format('%.0f', now + ttl) .. '|' .. string.format('%.0f', delay) .. '|' .. ARGV[12])
+  redis.call('HSET', KEYS[1], field, kind .. '|1|' .. tok .. '|' .. string.format('%.0f', now + ttl) .. '|' .. string.format('%.0f', delay) .. '|' .. ARGV[12] .. '|' .. string.format('%.0f', now) .. '|' .. ARGV[13])
   redis.call('ZADD', KEYS[2], string.format('%.0f', at), field)
   redis.call('SET', KEYS[3], tok, 'PXAT', string.format('%.0f', at + 601000))
   redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', at + 1000))

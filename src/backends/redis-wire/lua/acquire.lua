@@ -7,7 +7,8 @@ local kind, permits, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local ttl, delay = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fair, wait, wid = ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
 -- stamp: '' or '~<attempt id>', kept in the hold so that UNDO finds what this attempt did.
-local wttl, inbox, secret, stamp = tonumber(ARGV[9]), ARGV[10], ARGV[11], ARGV[12]
+-- who: the client's opaque record of the locker (identity), kept with the hold / queue entry.
+local wttl, inbox, secret, stamp, who = tonumber(ARGV[9]), ARGV[10], ARGV[11], ARGV[12], ARGV[13]
 local now, now_us = clock()
 
 -- A new hold with the next fencing token (among other holders or waiters).
@@ -15,7 +16,7 @@ local function grant(rank)
   local tok = next_token(t, now_us)
   local field = owner
   if kind == 's' then field = owner .. '\0' .. tok end
-  redis.call('HSET', h, field, pack(kind, 1, tok, now + ttl, delay, stamp))
+  redis.call('HSET', h, field, pack(kind, 1, tok, now + ttl, delay, stamp, '|' .. fmt(now) .. '|' .. who))
   redis.call('ZADD', x, fmt(now + ttl + delay), field)
   redis.call('SET', t, tok)
   touch_holders(h, x, t)
@@ -35,11 +36,11 @@ purge_queue(q, qx, qw, now)
 if kind ~= 's' then
   local v = redis.call('HGET', h, owner)
   if v then
-    local hk, count, token, exp, dl, hw = parse(v)
+    local hk, count, token, exp, dl, hw, rest = parse(v)
     if hk == kind and exp > now then
       -- Handed to this very acquisition by a release: claim it, the lease starts now.
       if wid ~= '' and hw == wid then
-        take_handoff(h, x, t, owner, hk, count, token, exp, ttl, delay, now)
+        take_handoff(h, x, t, owner, hk, count, token, exp, ttl, delay, now, rest)
         return {1, token, owner}
       end
       -- The hold lasts as long as its longest lease: each client vouches for its own ttl.
@@ -49,7 +50,7 @@ if kind ~= 's' then
         touch_holders(h, x, t)
       end
       if stamp ~= '' and (hw == '' or string.sub(hw, 1, 1) == '~') then hw = stamp end
-      redis.call('HSET', h, owner, pack(hk, count + 1, token, exp, dl, hw))
+      redis.call('HSET', h, owner, pack(hk, count + 1, token, exp, dl, hw, rest))
       dequeue(q, qx, qw, wid)
       touch_queue(q, qx, qw, qs)
       return {2, token, owner}
@@ -95,18 +96,19 @@ end
 if ok then return grant(rank) end
 
 if wait and wid ~= '' then
-  if not rank then redis.call('ZADD', q, redis.call('INCR', qs), wid) end
-  local f = '0'
-  if fair then f = '1' end
+  if not rank then
+    redis.call('ZADD', q, redis.call('INCR', qs), wid)
+    redis.call('HSET', qw, '\0' .. wid, fmt(now) .. '|' .. who)
+  end
+  local f = fair and '1' or '0'
   -- Rewritten by every attempt: a hand-off message carries this attempt's secret only.
   redis.call('HSET', qw, wid, kind .. f .. '|' .. fmt(ttl) .. '|' .. fmt(delay) .. '|' .. secret .. '|' .. owner)
   redis.call('ZADD', qx, fmt(now + wttl), wid)
   touch_queue(q, qx, qw, qs)
 end
 
-local best = false
 local a = redis.call('ZRANGE', x, 0, 0, 'WITHSCORES')
-if a[2] then best = tonumber(a[2]) end
+local best = a[2] and tonumber(a[2])
 local b = redis.call('ZRANGE', qx, 0, 0, 'WITHSCORES')
 if b[2] and b[1] ~= wid then
   local v = tonumber(b[2])
@@ -114,6 +116,4 @@ if b[2] and b[1] ~= wid then
 end
 local last = redis.call('GET', t) or '0'
 if not best then return {0, -1, fmt(now), last} end
-local hint = best - now
-if hint < 1 then hint = 1 end
-return {0, hint, fmt(now), last}
+return {0, math.max(best - now, 1), fmt(now), last}

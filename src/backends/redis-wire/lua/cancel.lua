@@ -10,9 +10,9 @@ local dropped = false
 for _, f in ipairs(redis.call('HKEYS', h)) do
   local mine = f == owner or (fresh and string.sub(f, 1, #owner + 1) == owner .. '\0')
   if mine then
-    local hk, count, tok, exp, dl, hw = parse(redis.call('HGET', h, f))
+    local hk, count, tok, exp, dl, hw, rest = parse(redis.call('HGET', h, f))
     if not fresh and wid ~= '' and hw == wid and count > 1 then
-      redis.call('HSET', h, f, pack(hk, count - 1, tok, exp, dl, hw))
+      redis.call('HSET', h, f, pack(hk, count - 1, tok, exp, dl, hw, rest))
       return 1
     end
     if fresh or (wid ~= '' and hw == wid) then

@@ -7,7 +7,7 @@ local ttl, delay = tonumber(ARGV[5]), tonumber(ARGV[6])
 local now = clock()
 local v = redis.call('HGET', h, field)
 if not v then return 0 end
-local hk, count, tok, exp, dl, hw = parse(v)
+local hk, count, tok, exp, dl, hw, rest = parse(v)
 if hk ~= kind or tok ~= token or hw ~= wid or exp <= now then return 0 end
-take_handoff(h, x, t, field, hk, count, tok, exp, ttl, delay, now)
+take_handoff(h, x, t, field, hk, count, tok, exp, ttl, delay, now, rest)
 return 1

@@ -5,11 +5,11 @@ local field, kind, token, ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local now = clock()
 local v = redis.call('HGET', h, field)
 if not v then return 0 end
-local hk, count, tok, exp, dl, hw = parse(v)
+local hk, count, tok, exp, dl, hw, rest = parse(v)
 if hk ~= kind or tok ~= token or exp <= now then return 0 end
 -- Never shorten: a re-entered hold may carry another client's longer lease.
 if now + ttl > exp then
-  redis.call('HSET', h, field, pack(hk, count, tok, now + ttl, dl, hw))
+  redis.call('HSET', h, field, pack(hk, count, tok, now + ttl, dl, hw, rest))
   redis.call('ZADD', x, fmt(now + ttl + dl), field)
   touch_holders(h, x, t)
 end

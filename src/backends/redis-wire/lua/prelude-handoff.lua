@@ -9,7 +9,7 @@ local function dequeue(q, qx, qw, wid)
   if not rank then return false end
   redis.call('ZREM', q, wid)
   redis.call('ZREM', qx, wid)
-  redis.call('HDEL', qw, wid)
+  redis.call('HDEL', qw, wid, '\0' .. wid)
   return rank
 end
 -- Remove one hold entirely.
@@ -25,9 +25,9 @@ end
 -- Claim a hand-off made to this waiter: the lease starts now, for the claimer's ttl and
 -- lockDelay, never shorter than the hold already is (its owner may have re-entered it from
 -- elsewhere meanwhile, vouching for a longer ttl).
-local function take_handoff(h, x, t, field, kind, count, token, exp, ttl, delay, now)
+local function take_handoff(h, x, t, field, kind, count, token, exp, ttl, delay, now, rest)
   if now + ttl > exp then exp = now + ttl end
-  redis.call('HSET', h, field, pack(kind, count, token, exp, delay, ''))
+  redis.call('HSET', h, field, pack(kind, count, token, exp, delay, '', rest))
   redis.call('ZADD', x, fmt(exp + delay), field)
   touch_holders(h, x, t)
 end
@@ -53,7 +53,10 @@ local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
       local tok = next_token(t, now_us)
       local delay = tonumber(dl)
       local at, free = now + claim, now + claim + delay
-      redis.call('HSET', h, owner, pack(k, 1, tok, at, delay, nxt))
+      -- The hold keeps the waiter's record, acquired now.
+      local who = redis.call('HGET', qw, '\0' .. nxt)
+      if who then who = '|' .. fmt(now) .. string.match(who, '^%d*(|.*)$') end
+      redis.call('HSET', h, owner, pack(k, 1, tok, at, delay, nxt, who))
       redis.call('ZADD', x, fmt(free), owner)
       redis.call('SET', t, tok, 'PXAT', fmt(free + 601000))
       redis.call('PEXPIREAT', h, fmt(free + 1000))

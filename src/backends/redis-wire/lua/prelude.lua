@@ -6,12 +6,13 @@ local function clock()
   local s, us = tonumber(t[1]), tonumber(t[2])
   return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
+-- rest: '' or '|<acquired at ms>|<who>' (who: the opaque record the client sent, never read here).
 local function parse(v)
-  local kind, count, token, exp, delay, wid = string.match(v, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
-  return kind, tonumber(count), token, tonumber(exp), tonumber(delay), wid
+  local kind, count, token, exp, delay, wid, rest = string.match(v, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)(.*)$')
+  return kind, tonumber(count), token, tonumber(exp), tonumber(delay), wid, rest
 end
-local function pack(kind, count, token, exp, delay, wid)
-  return kind .. '|' .. fmt(count) .. '|' .. token .. '|' .. fmt(exp) .. '|' .. fmt(delay) .. '|' .. wid
+local function pack(kind, count, token, exp, delay, wid, rest)
+  return kind .. '|' .. fmt(count) .. '|' .. token .. '|' .. fmt(exp) .. '|' .. fmt(delay) .. '|' .. wid .. (rest or '')
 end
 local function next_token(t, now_us)
   local last = tonumber(redis.call('GET', t) or '0')
@@ -30,6 +31,9 @@ local function purge_queue(q, qx, qw, now)
   local dead = redis.call('ZRANGEBYSCORE', qx, '-inf', fmt(now))
   if #dead > 0 then
     redis.call('ZREM', q, unpack(dead))
+    redis.call('HDEL', qw, unpack(dead))
+    -- Each entry's '\0<id>' field: '<since ms>|<who>'.
+    for i = 1, #dead do dead[i] = '\0' .. dead[i] end
     redis.call('HDEL', qw, unpack(dead))
     redis.call('ZREMRANGEBYSCORE', qx, '-inf', fmt(now))
   end

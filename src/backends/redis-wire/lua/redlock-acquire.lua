@@ -1,11 +1,15 @@
 -- Redlock phase 1 on one master (the contract: ACQUIRE in src/backends/redlock/scripts.ts).
 local l, t = KEYS[1], KEYS[2]
 local value = ARGV[1]
-if not redis.call('SET', l, value, 'NX', 'PX', ARGV[2]) then
+local fresh = redis.call('SET', l, value, 'NX', 'PX', ARGV[2])
+if not fresh then
   if redis.call('GET', l) ~= value then return {0, redis.call('PTTL', l)} end
   redis.call('SET', l, value, 'PX', ARGV[2])
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
 end
 local tm = redis.call('TIME')
+-- A new hold: who holds (the client's opaque record) and since when, for inspect and list.
+if fresh then redis.call('SET', KEYS[3], tm[1] .. string.format('%03d', tm[2] / 1000) .. '|' .. ARGV[4], 'PX', ARGV[2]) end
 local here = tm[1] * 1000000 + tm[2]
 local last = redis.call('GET', t)
 if last and tonumber(last) > here then here = last end

@@ -17,14 +17,14 @@ end
 --@include prelude-handoff
 local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local field, kind, token, inbox = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local hk, count, tok, exp, dl, hw = parse(v)
+local hk, count, tok, exp, dl, hw, rest = parse(v)
 -- A lease that ran out is not ours any more, even while lockDelay still keeps others out.
 if hk ~= kind or tok ~= token or exp <= now then
   purge_holders(h, x, now)
   return 0
 end
 if count > 1 then
-  redis.call('HSET', h, field, pack(hk, count - 1, tok, exp, dl, hw))
+  redis.call('HSET', h, field, pack(hk, count - 1, tok, exp, dl, hw, rest))
   return 1
 end
 drop(h, x, t, field)

@@ -9,11 +9,11 @@ local undone = 0
 -- told of it, so it goes without lockDelay.
 for _, f in ipairs(redis.call('HKEYS', h)) do
   if f == owner or string.sub(f, 1, #owner + 1) == owner .. '\0' then
-    local hk, count, tok, exp, dl, hw = parse(redis.call('HGET', h, f))
+    local hk, count, tok, exp, dl, hw, rest = parse(redis.call('HGET', h, f))
     if hw == stamp then
       undone = 1
       if count > 1 then
-        redis.call('HSET', h, f, pack(hk, count - 1, tok, exp, dl, ''))
+        redis.call('HSET', h, f, pack(hk, count - 1, tok, exp, dl, '', rest))
       else
         drop(h, x, t, f)
       end
