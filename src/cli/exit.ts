@@ -52,7 +52,7 @@ export const ERROR_EXITS: Readonly<Record<ErrorCode, { readonly status: number; 
 });
 
 /** `argument`s of InvalidArgumentError that name the backend URL (configuration, not usage). */
-const URL_ARGUMENTS = new Set(['url', 'urlOrBackend', 'table', '--backend']);
+const URL_ARGUMENTS = new Set(['url', 'urlOrBackend', 'table']);
 
 /**
  * What a server says when it refuses credentials: Redis (WRONGPASS, NOAUTH, "invalid
