@@ -5,6 +5,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLocker, FencedResource } from '../index.js';
+import { shownUrl } from './backend.js';
 
 /** Outcome of one run of the scenario. */
 export interface DemoOutcome {
@@ -91,7 +92,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<{ unlocked: De
   write(`  final balance: ${unlocked.finalBalance}${unlocked.finalBalance < 0 ? '   <-- NEGATIVE: every ATM saw 200 and paid' : ''}`);
   write('');
   const locked = await withLock(atms, initial, amount, backend);
-  write(`With locker.lock('account:42') on ${backend}:`);
+  write(`With locker.lock('account:42') on ${shownUrl(backend)}:`);
   write(`  withdrawals paid out: ${locked.withdrawals}, refused: ${locked.refusals}`);
   write(`  final balance: ${locked.finalBalance}${locked.finalBalance >= 0 ? '   <-- never negative' : '   <-- NEGATIVE (a bug!)'}`);
   write(`  fencing tokens of the successful withdrawals: ${locked.tokens.map(String).join(', ') || '(none)'}`);

@@ -1,96 +1,27 @@
 #!/usr/bin/env node
 /**
- * The `locksmith` command: a thin layer over the public API (it imports only the public
- * entries `locksmith` and `locksmith-dlm/bench`). See `locksmith --help` and the README.
+ * The `locksmith` command: a thin layer over the public API (and, for `migrate --print`,
+ * the schema modules, which load no driver). See `locksmith --help` and docs/cli.md.
  */
 import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Command, CommanderError, Option } from 'commander';
-import { BackendUnavailableError, createLocker, DriverMissingError, InvalidArgumentError, LocksmithError } from '../index.js';
+import { Command, CommanderError } from 'commander';
+import { createLocker, LocksmithError } from '../index.js';
 import { formatMatrix, runMatrix } from '../bench-matrix/index.js';
+import { chooseBackend, DEFAULT_BACKEND, shownUrl } from './backend.js';
 import { parseCount, parseDuration } from './duration.js';
 import { runDemo } from './demo.js';
-import { EXIT, EXIT_HELP } from './exit.js';
-import { runWithLock, type RunHold } from './run.js';
+import { EXIT, exitHelp, exitStatusOf } from './exit.js';
+import { applyMigration, migrationDdl } from './migrate.js';
+import { addRun, backendOption } from './run-command.js';
+import { splitRunArgs } from './run-args.js';
 import { formatStatus } from './status.js';
 import { addLs } from './ls.js';
 import { addBreak } from './break.js';
 
-/** `--backend`, or `$LOCKSMITH_BACKEND`; `run` and `status` refuse to guess (memory:// coordinates nothing across processes). */
-const backendOption = (fallback?: string): Option => {
-  const o = new Option('-b, --backend <url>', 'backend URL (e.g. redis://127.0.0.1:6379)').env('LOCKSMITH_BACKEND');
-  return fallback ? o.default(fallback) : o;
-};
-
-function requireBackend(url: string | undefined): string {
-  if (url) return url;
-  throw new InvalidArgumentError(
-    '--backend',
-    'no backend given: pass --backend URL or set LOCKSMITH_BACKEND (an in-process memory:// lock would coordinate nothing between processes)',
-  );
-}
-
 function version(): string {
   const pkg: unknown = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
   return typeof pkg === 'object' && pkg !== null && 'version' in pkg ? String(pkg.version) : 'unknown';
-}
-
-interface RunFlags {
-  backend?: string;
-  ttl: string;
-  wait?: string | boolean;
-  fair: boolean;
-  grace: string;
-  shared: boolean;
-  permits?: string;
-  owner?: string;
-  conflictExitCode: string;
-}
-
-function holdOf(flags: RunFlags): RunHold {
-  if (flags.shared && flags.permits !== undefined) throw new InvalidArgumentError('--shared', '--shared and --permits exclude each other');
-  if (flags.shared) return { kind: 'read' };
-  if (flags.permits !== undefined) return { kind: 'semaphore', permits: parseCount(flags.permits, '--permits', 1, 1_000_000) };
-  return { kind: 'mutex' };
-}
-
-function addRun(cmd: Command): void {
-  cmd
-    .command('run')
-    .description('run a command while holding the lock; exits with its status (75: not obtained, 76: lock lost)')
-    .argument('<lockId>', 'the lock name')
-    .argument('<command...>', 'the command to run (after --)')
-    .addOption(backendOption())
-    .option('--ttl <duration>', 'lease length (10s, 500ms, or seconds)', '10s')
-    .option('-w, --wait <duration>', 'give up after waiting this long; 0 = one attempt (default: wait forever)')
-    .option('--no-wait', 'one attempt: exit at once if the lock is held (same as --wait 0)')
-    .option('--fair', 'FIFO order among waiters', false)
-    .option('-s, --shared', 'a shared (read) hold: many readers together, never with a writer', false)
-    .option('-n, --permits <n>', 'a semaphore with n permits (n holders at once), as consul lock -n')
-    .option('--owner <id>', 'holder id (the same id re-enters); default host:pid:random')
-    .option('-E, --conflict-exit-code <n>', 'exit status when the lock is not obtained', String(EXIT.NOT_OBTAINED))
-    .option('--grace <duration>', 'after SIGTERM on loss, SIGKILL after this long', '10s')
-    .action(async (lockId: string, command: string[], flags: RunFlags) => {
-      const waitMs = flags.wait === false ? 0 : typeof flags.wait === 'string' ? parseDuration(flags.wait, '--wait', true) : undefined;
-      const ttlMs = parseDuration(flags.ttl, '--ttl');
-      const locker = createLocker(requireBackend(flags.backend), { ttlMs });
-      try {
-        process.exitCode = await runWithLock(locker, {
-          lockId,
-          command,
-          hold: holdOf(flags),
-          ttlMs,
-          waitMs,
-          fair: flags.fair,
-          graceMs: parseDuration(flags.grace, '--grace'),
-          ...(flags.owner === undefined ? {} : { owner: flags.owner }),
-          conflictExitCode: parseCount(flags.conflictExitCode, '--conflict-exit-code', 0, 255),
-          progress: (line) => process.stderr.write(`${line}\n`),
-        });
-      } finally {
-        await locker.close();
-      }
-    });
 }
 
 function addStatus(cmd: Command, out: Output): void {
@@ -101,11 +32,11 @@ function addStatus(cmd: Command, out: Output): void {
     .addOption(backendOption())
     .option('--json', 'print JSON', false)
     .action(async (lockId: string, opts: { backend?: string; json: boolean }) => {
-      const locker = createLocker(requireBackend(opts.backend));
+      const locker = createLocker(chooseBackend(opts.backend));
       try {
         const state = await locker.inspect(lockId);
         out(formatStatus(state, opts.json));
-        process.exitCode = state.holders.length > 0 ? 0 : EXIT.FREE;
+        process.exitCode = state.holders.length > 0 ? 0 : EXIT.CONFLICT;
       } finally {
         await locker.close();
       }
@@ -163,8 +94,10 @@ function addBench(cmd: Command, out: Output): void {
         fair: f.fair,
         onRow: (label) => process.stderr.write(`locksmith bench: ${label}\n`),
       });
-      if (f.json) out(`${JSON.stringify({ backend: f.backend, ...result })}\n`);
-      else out(`${[`backend: ${f.backend}`, ...formatMatrix(result)].join('\n')}\n`);
+      // The URL may carry a password: results name the backend without it.
+      const backend = shownUrl(f.backend);
+      if (f.json) out(`${JSON.stringify({ backend, ...result })}\n`);
+      else out(`${[`backend: ${backend}`, ...formatMatrix(result)].join('\n')}\n`);
     });
 }
 
@@ -172,6 +105,32 @@ function addBench(cmd: Command, out: Output): void {
 export type Output = (text: string) => void;
 
 const toStdout: Output = (text) => void process.stdout.write(text);
+
+function addMigrate(cmd: Command, out: Output): void {
+  cmd
+    .command('migrate')
+    .description('create the tables the postgres://, mysql:// and cassandra:// backends need (idempotent); others need none')
+    .addOption(backendOption())
+    .option('--print', 'print the DDL instead of applying it (does not connect)', false)
+    .action(async (opts: { backend?: string; print: boolean }) => {
+      const url = chooseBackend(opts.backend);
+      if (opts.print) {
+        const ddl = migrationDdl(url);
+        if (ddl === undefined) process.stderr.write(`locksmith: ${shownUrl(url)} keeps no schema; nothing to create\n`);
+        else out(ddl);
+        return;
+      }
+      if (await applyMigration(url)) process.stderr.write(`locksmith: the lock tables exist on ${shownUrl(url)}\n`);
+      else process.stderr.write(`locksmith: ${shownUrl(url)} keeps no schema; nothing to create\n`);
+    });
+}
+
+const ENVIRONMENT = `
+Environment:
+  LOCKSMITH_BACKEND    backend URL when --backend is not given (run, status and migrate; default ${DEFAULT_BACKEND})
+  LOCKSMITH_TOKEN      (set for the command of run) the fencing token; pass it to what the command writes to
+  LOCKSMITH_LOCK_ID    (set for the command of run) the lock id
+  LOCKSMITH_OWNER      (set for the command of run) the holder id, host:pid:random unless --owner was given`;
 
 /** Build the program (exported for tests). */
 export function program(out: Output = toStdout): Command {
@@ -181,31 +140,41 @@ export function program(out: Output = toStdout): Command {
     .exitOverride()
     .configureOutput({ writeOut: out })
     .showHelpAfterError()
-    .addHelpText('after', EXIT_HELP);
+    .addHelpText('after', `\n${exitHelp()}\n${ENVIRONMENT}\n`);
   addRun(cmd);
   addStatus(cmd, out);
   addLs(cmd, out);
   addBreak(cmd, out);
   addDemo(cmd);
   addBench(cmd, out);
+  addMigrate(cmd, out);
   return cmd;
 }
 
-/** The exit status of an error thrown by a command. */
+/** The exit status of an error thrown by a command, after saying what it was on stderr. */
 function statusOf(err: unknown): number {
   if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : EXIT.USAGE;
   const text = `locksmith: ${err instanceof LocksmithError ? `${err.code}: ` : ''}${err instanceof Error ? err.message : String(err)}\n`;
   process.stderr.write(text);
-  if (err instanceof InvalidArgumentError) return EXIT.USAGE;
-  if (err instanceof BackendUnavailableError || err instanceof DriverMissingError) return EXIT.UNAVAILABLE;
-  return EXIT.SOFTWARE;
+  if (err instanceof LocksmithError && err.context.causeCode === 'MISSING_TABLE') {
+    process.stderr.write('locksmith: create the tables with: locksmith migrate --backend URL (or print them with --print)\n');
+  }
+  return exitStatusOf(err);
+}
+
+/** `run`'s words rewritten so that options end where the command starts (run-args.ts). */
+function normalized(prog: Command, argv: readonly string[]): string[] {
+  const run = prog.commands.find((c) => c.name() === 'run');
+  if (argv[0] !== 'run' || run === undefined) return [...argv];
+  return ['run', ...splitRunArgs(argv.slice(1), run.options)];
 }
 
 /** Run the CLI with `argv` (without node and script); resolves with the exit code. */
 export async function main(argv: readonly string[], out: Output = toStdout): Promise<number> {
   process.exitCode = 0;
   try {
-    await program(out).parseAsync([...argv], { from: 'user' });
+    const prog = program(out);
+    await prog.parseAsync(normalized(prog, argv), { from: 'user' });
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
     return statusOf(err);

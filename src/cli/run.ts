@@ -1,15 +1,17 @@
 /**
- * `locksmith run <lockId> -- cmd args…`: run a command while holding the lock (like
+ * `locksmith run <lockId> cmd args…`: run a command while holding the lock (like
  * `flock`, `etcdctl lock`, `consul lock`). The child gets `LOCKSMITH_TOKEN`,
  * `LOCKSMITH_LOCK_ID` and `LOCKSMITH_OWNER`; signals sent to locksmith are forwarded to it;
- * if the lock is lost it is stopped (SIGTERM, then SIGKILL after a grace period). A SIGINT
- * or SIGTERM while still waiting abandons the wait (its queue entry goes) and exits 130/143.
+ * if the lock is lost it is stopped (SIGTERM, then SIGKILL after a grace period); where the
+ * OS allows it dies with a killed locksmith (deathsig.ts). A SIGINT or SIGTERM while still
+ * waiting abandons the wait (its queue entry goes) and exits 130/143.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
 import { LockTimeoutError, type Lock, type Locker } from '../index.js';
+import { diesWithParent } from './deathsig.js';
 import { EXIT, signalStatus } from './exit.js';
 
 /** Signals forwarded to the child while it runs. */
@@ -19,6 +21,12 @@ const INTERRUPTS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /** What kind of hold `run` takes. */
 export type RunHold = { readonly kind: 'mutex' } | { readonly kind: 'read' } | { readonly kind: 'semaphore'; readonly permits: number };
+
+/**
+ * What `run` tells the user: `wait` the progress lines while it waits, `info` what -v adds,
+ * `conflict` why the lock was not obtained, `error` what went wrong with the command.
+ */
+export type Say = (kind: 'wait' | 'info' | 'conflict' | 'error', line: string) => void;
 
 /** Options of {@link runWithLock}. */
 export interface RunOptions {
@@ -32,9 +40,9 @@ export interface RunOptions {
   readonly graceMs: number;
   /** Holder id; default `host:pid:random` so that `status` can say who holds. */
   readonly owner?: string;
-  /** Exit status when the lock is not obtained. @default 75 */
+  /** Exit status when the lock is not obtained. @default 1 (as flock) */
   readonly conflictExitCode?: number;
-  readonly progress: (line: string) => void;
+  readonly say: Say;
   /** Where signals come from (default `process`; tests pass their own emitter). */
   readonly signals?: EventEmitter;
 }
@@ -63,7 +71,7 @@ async function obtain(locker: Locker, o: RunOptions): Promise<Lock | number> {
   });
   const started = performance.now();
   const ticker = setInterval(() => {
-    o.progress(`locksmith: waiting for lock '${o.lockId}' (${Math.round((performance.now() - started) / 1000)} s)`);
+    o.say('wait', `locksmith: waiting for lock '${o.lockId}' (${Math.round((performance.now() - started) / 1000)} s)`);
   }, 2_000);
   const options = { ttlMs: o.ttlMs, fair: o.fair, owner: o.owner ?? processOwner(), signal: ctl.signal };
   const wait = o.waitMs === undefined ? {} : { timeoutMs: o.waitMs };
@@ -75,8 +83,8 @@ async function obtain(locker: Locker, o: RunOptions): Promise<Lock | number> {
   } catch (err) {
     if (interrupted) return signalStatus(interrupted);
     if (!(err instanceof LockTimeoutError)) throw err;
-    o.progress(`locksmith: lock '${o.lockId}' is held by another; not obtained`);
-    return o.conflictExitCode ?? EXIT.NOT_OBTAINED;
+    o.say('conflict', `locksmith: lock '${o.lockId}' is held by another; not obtained`);
+    return o.conflictExitCode ?? EXIT.CONFLICT;
   } finally {
     clearInterval(ticker);
     stopListening();
@@ -87,8 +95,10 @@ async function obtain(locker: Locker, o: RunOptions): Promise<Lock | number> {
 export async function runWithLock(locker: Locker, o: RunOptions): Promise<number> {
   const [cmd, ...args] = o.command;
   if (cmd === undefined) return EXIT.USAGE;
+  const started = performance.now();
   const got = await obtain(locker, o);
   if (typeof got === 'number') return got;
+  o.say('info', `locksmith: got lock '${o.lockId}' (token ${got.token}) after ${Math.round(performance.now() - started)} ms`);
   try {
     return await supervise(got, cmd, args, o);
   } finally {
@@ -99,7 +109,8 @@ export async function runWithLock(locker: Locker, o: RunOptions): Promise<number
 /** Run the child under the lock: forward signals, stop it on loss, resolve with the exit status. */
 function supervise(lock: Lock, cmd: string, args: readonly string[], o: RunOptions): Promise<number> {
   return new Promise<number>((resolve) => {
-    const child: ChildProcess = spawn(cmd, args, {
+    const [file, argv] = diesWithParent(cmd, args);
+    const child: ChildProcess = spawn(file, argv, {
       stdio: 'inherit',
       env: { ...process.env, LOCKSMITH_TOKEN: lock.token.toString(), LOCKSMITH_LOCK_ID: lock.lockId, LOCKSMITH_OWNER: lock.ownerId },
     });
@@ -107,7 +118,7 @@ function supervise(lock: Lock, cmd: string, args: readonly string[], o: RunOptio
     let killTimer: NodeJS.Timeout | undefined;
     const onLost = (): void => {
       lost = true;
-      o.progress(`locksmith: lock '${o.lockId}' lost; stopping the command`);
+      o.say('error', `locksmith: lock '${o.lockId}' lost; stopping the command`);
       child.kill('SIGTERM');
       killTimer = setTimeout(() => child.kill('SIGKILL'), o.graceMs);
     };
@@ -119,9 +130,10 @@ function supervise(lock: Lock, cmd: string, args: readonly string[], o: RunOptio
       stopForwarding();
       resolve(code);
     };
-    child.once('error', (err) => {
-      o.progress(`locksmith: could not start '${cmd}': ${err.message}`);
-      done(EXIT.NOT_FOUND);
+    // Through setpriv the same cases are setpriv's own exit statuses, 126 and 127.
+    child.once('error', (err: NodeJS.ErrnoException) => {
+      o.say('error', `locksmith: could not start '${cmd}': ${err.message}`);
+      done(err.code === 'EACCES' ? EXIT.CANNOT_EXECUTE : EXIT.NOT_FOUND);
     });
     child.once('exit', (code, signal) => {
       if (lost) done(EXIT.LOST);

@@ -6,6 +6,7 @@ import { createLocker } from '../../src/index.js';
 import { runDemo } from '../../src/cli/demo.js';
 import { main } from '../../src/cli/main.js';
 import { EXIT } from '../../src/cli/exit.js';
+import { chooseBackend, DEFAULT_BACKEND } from '../../src/cli/backend.js';
 import { runWithLock, type RunOptions } from '../../src/cli/run.js';
 import { describeOwner } from '../../src/cli/status.js';
 import { FaultyBackend } from './faulty.js';
@@ -25,7 +26,7 @@ const base: Omit<RunOptions, 'lockId' | 'command'> = {
   waitMs: undefined,
   fair: false,
   graceMs: 200,
-  progress: () => undefined,
+  say: () => undefined,
 };
 
 test('the demo: without a lock the balance goes negative, with a lock it never does', async () => {
@@ -52,12 +53,12 @@ test('locksmith run passes the token, lock id and owner to the child and exits w
   assert.equal(code, 7);
 });
 
-test('locksmith run refuses to guess a backend (memory:// coordinates nothing across processes)', async () => {
+test('locksmith run without --backend or LOCKSMITH_BACKEND uses file:// (never memory://); LOCKSMITH_BACKEND is read', async () => {
+  assert.equal(DEFAULT_BACKEND, 'file://');
+  assert.equal(chooseBackend(undefined), 'file://');
+  assert.equal(chooseBackend('memory://x'), 'memory://x');
   const previous = process.env.LOCKSMITH_BACKEND;
-  delete process.env.LOCKSMITH_BACKEND;
   try {
-    assert.equal(await main(['run', 'x', '--', 'true']), EXIT.USAGE);
-    assert.equal(await main(['status', 'x']), EXIT.USAGE);
     process.env.LOCKSMITH_BACKEND = 'memory://cli-env';
     assert.equal(await main(['run', 'x', '--', 'true']), 0);
   } finally {
@@ -66,13 +67,14 @@ test('locksmith run refuses to guess a backend (memory:// coordinates nothing ac
   }
 });
 
-test('locksmith run --no-wait, --wait 0 and --wait N exit 75 (or --conflict-exit-code) when another holds the lock', async () => {
+test('locksmith run -n, --wait 0 and --wait N exit 1 (or --conflict-exit-code) when another holds the lock', async () => {
   const other = createLocker('memory://cli');
   const lock = await other.lock('cli:busy');
   const args = (...extra: string[]): string[] => ['run', 'cli:busy', '--backend', 'memory://cli', ...extra, '--', 'true'];
-  assert.equal(await main(args('--no-wait')), EXIT.NOT_OBTAINED);
-  assert.equal(await main(args('--wait', '0')), EXIT.NOT_OBTAINED);
-  assert.equal(await main(args('--wait', '0.2')), EXIT.NOT_OBTAINED);
+  assert.equal(await main(args('-n')), EXIT.CONFLICT);
+  assert.equal(await main(args('--nonblock')), EXIT.CONFLICT);
+  assert.equal(await main(args('--wait', '0')), EXIT.CONFLICT);
+  assert.equal(await main(args('--wait', '0.2')), EXIT.CONFLICT);
   assert.equal(await main(args('--wait', '200ms', '-E', '3')), 3);
   await lock.release();
   assert.equal(await main(args('--wait', '0')), 0);
@@ -94,11 +96,11 @@ test('locksmith run --shared and --permits take read and semaphore holds', async
     'true',
   ];
   assert.equal(await main(args('cli:rw', '--shared')), 0, 'a reader beside a reader');
-  assert.equal(await main(args('cli:rw')), EXIT.NOT_OBTAINED, 'no writer beside a reader');
+  assert.equal(await main(args('cli:rw')), EXIT.CONFLICT, 'no writer beside a reader');
   await reader.release();
   const permit = await other.semaphore('cli:sem', { permits: 2 }).acquire();
-  assert.equal(await main(args('cli:sem', '-n', '2')), 0, 'the second of two permits');
-  assert.equal(await main(args('cli:sem', '--permits', '1')), EXIT.NOT_OBTAINED);
+  assert.equal(await main(args('cli:sem', '--permits', '2')), 0, 'the second of two permits');
+  assert.equal(await main(args('cli:sem', '--permits', '1')), EXIT.CONFLICT);
   assert.equal(await main(args('cli:sem', '--permits', '2', '--shared')), EXIT.USAGE);
   await permit.release();
   await other.close();
@@ -152,9 +154,9 @@ test('locksmith run stops the child when the lock is lost and exits 76', async (
   await locker.close();
 });
 
-test('locksmith rejects bad arguments with the usage status', async () => {
+test('locksmith rejects bad arguments with the usage status (a bad backend URL is configuration, 78)', async () => {
   assert.equal(await main(['run', 'x', '--backend', 'memory://', '--ttl', 'ten', '--', 'true']), EXIT.USAGE);
-  assert.equal(await main(['run', 'x', '--backend', 'nope://', '--', 'true']), EXIT.USAGE);
+  assert.equal(await main(['run', 'x', '--backend', 'nope://', '--', 'true']), EXIT.CONFIG);
   assert.equal(await main(['run', 'x', '--backend', 'memory://', '-E', '300', '--', 'true']), EXIT.USAGE);
   assert.equal(await main(['frobnicate']), EXIT.USAGE);
 });
@@ -167,7 +169,7 @@ test('locksmith --version prints the package version', async () => {
 
 test('locksmith --help lists the exit statuses and the LOCKSMITH_ variables', async () => {
   const { out } = await stdoutOf(['--help']);
-  for (const word of ['Exit statuses', 'LOCKSMITH_BACKEND', 'LOCKSMITH_TOKEN', 'LOCKSMITH_OWNER', '75', '76', '143']) {
+  for (const word of ['Exit statuses', 'LOCKSMITH_BACKEND', 'LOCKSMITH_TOKEN', 'LOCKSMITH_OWNER', '76', '78', '143']) {
     assert.ok(out.includes(word), `--help mentions ${word}`);
   }
 });
@@ -183,7 +185,7 @@ test('locksmith status: the holder (pid and host as run records them) and token;
   assert.equal(state.holders[0]?.token, String(lock.token));
   assert.equal(state.held, true);
   await lock.release();
-  assert.equal((await stdoutOf(['status', 'st', '--backend', 'memory://cli-status'])).code, EXIT.FREE);
+  assert.equal((await stdoutOf(['status', 'st', '--backend', 'memory://cli-status'])).code, EXIT.CONFLICT);
   await locker.close();
   assert.equal(describeOwner('not-a-run-owner'), 'not-a-run-owner');
 });

@@ -19,6 +19,7 @@ import { CassandraBackend, type CassandraBackendOptions } from './backend.js';
 export { CassandraBackend, type CassandraBackendOptions } from './backend.js';
 export type { CassandraSettings, CassandraConsistency } from './config.js';
 export type { MicroClock } from './time-service.js';
+export { cassandraDdl } from './schema.js';
 export type { StatementCounts } from './session.js';
 
 /** Factory used by `createLocker('cassandra://…')`. */

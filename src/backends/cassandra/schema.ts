@@ -27,7 +27,8 @@ const ADDED_COLUMNS: ReadonlyArray<readonly [string, string]> = [
 /** Per (cluster, keyspace) schema creation, so that the lockers of one process do it once. */
 const done = new Map<string, Promise<void>>();
 
-function statements(s: CassandraSettings): string[] {
+/** The CQL that creates the keyspace and tables of `s` (what `?create=true` and `locksmith migrate` run). */
+export function cassandraDdl(s: CassandraSettings): string[] {
   const ks = s.keyspace;
   return [
     `CREATE KEYSPACE IF NOT EXISTS ${ks} WITH replication = {'class': 'SimpleStrategy', 'replication_factor': ${s.replication}}`,
@@ -50,7 +51,7 @@ function statements(s: CassandraSettings): string[] {
 }
 
 async function run(session: Session, s: CassandraSettings): Promise<void> {
-  for (const q of statements(s)) await session.exec('schema', q, []);
+  for (const q of cassandraDdl(s)) await session.exec('schema', q, []);
   // Tables made by an earlier version lack the columns added since (docs/backends/cassandra.md, "The tables").
   for (const [table, column] of ADDED_COLUMNS) {
     await session.exec('schema', `ALTER TABLE ${s.keyspace}.${table} ADD ${column}`, []).catch((err: unknown) => {

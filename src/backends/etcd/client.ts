@@ -19,6 +19,17 @@ export interface EtcdClientOptions {
   readonly password?: string;
 }
 
+/**
+ * gRPC ends a failed connection's message with "Resolution note: " and nothing after it when
+ * the name resolved fine, so the message reads as cut off: drop the empty note.
+ */
+export function withoutEmptyNote(err: unknown): unknown {
+  if (!(err instanceof Error) || !/\s*Resolution note:\s*$/.test(err.message)) return err;
+  // Not the original as `cause`: the error's description would repeat its untidy message.
+  const tidy = new Error(err.message.replace(/\s*Resolution note:\s*$/, ''));
+  return Object.assign(tidy, { name: err.name, code: (err as { code?: unknown }).code });
+}
+
 /** The keep-alive stream of the lease API. */
 export type KeepAliveStream = IDuplexStream<ILeaseKeepAliveRequest, ILeaseKeepAliveResponse>;
 
@@ -76,7 +87,7 @@ export class EtcdClient {
       });
     } catch (err) {
       if (signal?.aborted && err === signal.reason) throw err;
-      throw unavailable('etcd', what, err, { secrets: this.#secrets });
+      throw unavailable('etcd', what, withoutEmptyNote(err), { secrets: this.#secrets });
     }
   }
 

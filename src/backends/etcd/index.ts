@@ -8,6 +8,7 @@
  * colons (the kit's `encodeHostList`), and {@link createEtcdBackend} takes the plain form.
  */
 import {
+  BackendUnavailableError,
   encodeHostList,
   hostList,
   InvalidArgumentError,
@@ -74,6 +75,13 @@ export async function createBackend(url: URL, options: ConnectOptions = {}): Pro
   } catch (err) {
     await backend.close().catch(() => undefined);
     if (options.signal?.aborted && err === options.signal.reason) throw err;
+    // The client's error says what failed (the lease grant) but not where: name the URL.
+    if (err instanceof BackendUnavailableError) {
+      throw new BackendUnavailableError('etcd', `etcd connect to ${redact(url)} failed: ${err.message.replace(/^etcd /, '')}`, {
+        cause: err,
+        context: { ...err.context, url: redact(url) },
+      });
+    }
     throw unavailable('etcd', `connect to ${redact(url)}`, err);
   }
 }
