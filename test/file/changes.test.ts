@@ -145,7 +145,7 @@ test('aborting ends the iteration without an error and leaves no watch or timer'
   assert.equal(await handles('FSEventWrap'), watches + 1, 'one watch while iterating');
   await heard.stop();
   assert.equal(await handles('FSEventWrap'), watches, 'the watch is closed');
-  assert.ok(await handles('Timeout') <= timers, 'no timer left behind');
+  assert.ok((await handles('Timeout')) <= timers, 'no timer left behind');
   const count = heard.values.length;
   await hold(new FileBackend(dir), 'after:abort');
   await handles('FSEventWrap');
