@@ -102,12 +102,15 @@ test('an id outside the prefix is not yielded; odd and long (hashed) ids come ba
   await heard.saw(null);
   const long = `odd/${'é'.repeat(80)}`; // 164 bytes: named by its hash
   const ids = [long, 'odd/"quoted" ünï 🔒', 'odd/a/b'];
+  const longOutside = `jobs:${'x'.repeat(120)}`; // hashed too, read back and dropped
   await hold(other, 'jobs:outside');
+  await hold(other, longOutside);
   await hold(other, 'odd'); // the prefix without its slash is outside it too
   for (const id of ids) await hold(other, id);
   for (const id of ids) await heard.saw(id);
   // Heard in the order written: the earlier ids would have come before the last one.
   assert.equal(heard.count('jobs:outside'), 0);
+  assert.equal(heard.count(longOutside), 0);
   assert.equal(heard.count('odd'), 0);
   await heard.stop();
 });
