@@ -44,6 +44,7 @@ import {
 } from './state.js';
 import { clocksNow, viewOf } from './view.js';
 import { DirectoryWatch } from './watch.js';
+import { changes, type ChangesRequest } from './changes.js';
 
 /** The ticket a contended attempt leaves behind: the waiter's id in the lock's queue. */
 export interface FileTicket {
@@ -312,6 +313,16 @@ export class FileBackend implements Backend<FileTicket, undefined> {
       s.last += 1n;
       return { changed: true, value: ended };
     });
+  }
+
+  /**
+   * The ids under `req.prefix` whose state file is replaced (every acquire, queue, extend,
+   * release, cancel and break writes it), heard from this call's own watch of `locks/`;
+   * `null` once it stands and again after the directory was re-created and watched again.
+   * Expiry writes nothing and is not heard (changes.ts, docs/backends/file.md "Watching").
+   */
+  changes(req: ChangesRequest): AsyncIterable<string | null> {
+    return changes(join(this.directory, 'locks'), req, this.#pollMs);
   }
 
   async close(): Promise<void> {
