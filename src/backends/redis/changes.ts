@@ -67,16 +67,21 @@ export async function* redisChanges(src: ChangesSource): AsyncGenerator<string |
   const sub = src.open();
   let retry: NodeJS.Timeout | undefined;
   let subscribed = false;
+  let inFlight = false;
   const subscribe = (): void => {
     clearTimeout(retry);
     retry = undefined;
+    if (inFlight) return;
+    inFlight = true;
     sub.subscribe(channel).then(
       () => {
+        inFlight = false;
         if (signal.aborted || subscribed) return;
         subscribed = true;
         pending.push(null);
       },
       () => {
+        inFlight = false;
         if (signal.aborted || retry) return;
         retry = setTimeout(subscribe, RETRY_MS);
         retry.unref();
