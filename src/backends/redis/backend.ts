@@ -412,6 +412,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   changes(req: { readonly prefix: string; readonly signal: AbortSignal }): AsyncIterable<string | null> {
     this.#assertOpen();
     return redisChanges({
+      commands: this.#commands,
       open: () => this.#client.duplicate(),
       keyPrefix: this.#prefix,
       prefix: req.prefix,

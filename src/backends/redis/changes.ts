@@ -5,10 +5,15 @@
  * key base. See docs/backends/redis.md, "Watching".
  */
 import type { RedisSubscriberClient } from '../redis-wire/clients.js';
-import { lockIdAt } from '../redis-wire/keys.js';
+import type { RedisCommands } from '../redis-wire/commands.js';
+import { keysAt, lockIdAt } from '../redis-wire/keys.js';
+import { readInspect } from './observe.js';
+import { INSPECT } from './scripts.js';
 
 /** What one watcher needs: a new subscriber connection, the key prefix, what to watch. */
 export interface ChangesSource {
+  /** Runs INSPECT, to read back the id of a lock whose keys carry a SHA-1. */
+  readonly commands: RedisCommands;
   /** Opens the watcher's own connection (closed when the watch ends). */
   readonly open: () => RedisSubscriberClient;
   /** The backend's key prefix (the channel is `<keyPrefix>changes`). */
@@ -17,6 +22,9 @@ export interface ChangesSource {
   readonly prefix: string;
   readonly signal: AbortSignal;
 }
+
+/** How many ids of SHA-1-tagged locks a watcher remembers (its key base → its id). */
+const MAX_NAMED = 10_000;
 
 /** A failed SUBSCRIBE is tried again this much later (or at the connection's next `ready`). */
 const RETRY_MS = 1_000;
@@ -55,6 +63,35 @@ class Pending {
 }
 
 /**
+ * Notices of locks whose key base carries a SHA-1 (an id with a brace), which does not give
+ * the id back: the hold or queue records do (docs/backends/redis.md, "Listing"), read with
+ * one INSPECT and remembered. A lock already empty whose id was never seen here gives `null`,
+ * and the core re-lists.
+ */
+function namer(src: ChangesSource, pending: Pending): (base: string) => void {
+  const named = new Map<string, string>();
+  const push = (id: string): void => {
+    if (id.startsWith(src.prefix)) pending.push(id);
+  };
+  return (base) => {
+    const known = named.get(base);
+    if (known !== undefined) return push(known);
+    const [h, x, t, q, qx, qw] = keysAt(base);
+    void src.commands.eval(INSPECT, [h, x, t, q, qx, qw], []).then(
+      (reply) => {
+        const id = readInspect('', reply).storedId;
+        if (src.signal.aborted) return;
+        if (id === undefined) return pending.push(null);
+        if (named.size >= MAX_NAMED) named.clear();
+        named.set(base, id);
+        push(id);
+      },
+      () => src.signal.aborted || pending.push(null),
+    );
+  };
+}
+
+/**
  * The lock ids under `src.prefix` whose holds or queue changed, as the scripts publish them:
  * `null` once subscribed (and again after every re-subscription), then ids. Ends when
  * `src.signal` aborts; the connection and the retry timer go with it.
@@ -88,13 +125,13 @@ export async function* redisChanges(src: ChangesSource): AsyncGenerator<string |
       },
     );
   };
+  const named = namer(src, pending);
   // ioredis emits 'error' on every failed reconnect; an unheard 'error' must not crash anything.
   sub.on('error', () => undefined);
   sub.on('message', (ch, message) => {
     if (ch !== channel) return;
     const id = lockIdAt(src.keyPrefix, message);
-    // A SHA-1 tag (an id with a brace) does not give the id back: let the core re-list.
-    if (id === undefined) pending.push(null);
+    if (id === undefined) named(message);
     else if (id.startsWith(src.prefix)) pending.push(id);
   });
   // Notices published while the connection was down are lost: subscribe again, then say so.
