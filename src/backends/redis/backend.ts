@@ -21,6 +21,7 @@ import {
   type LockState,
 } from '../kit.js';
 import type { ListPage, ListRequest } from '../../backend.js';
+import { redisChanges } from './changes.js';
 import { closeClient, type RedisClientLike } from '../redis-wire/clients.js';
 import { RedisCommands } from '../redis-wire/commands.js';
 import { Inbox, InboxDirectory, type InboxMark } from '../redis-wire/inbox.js';
@@ -142,6 +143,8 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   #waiterSeq = 0;
   #attemptSeq = 0;
   #closed = false;
+  /** Aborted by `close()`: ends every `changes()` iteration and drops its connection. */
+  readonly #closing = new AbortController();
 
   /** Wrap `client`; see {@link RedisBackendOptions}. */
   constructor(client: RedisClientLike, options: RedisBackendOptions = {}) {
@@ -402,6 +405,21 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     return Number(await this.#commands.eval(FORCE, lockKeys(this.#prefix, lockId), [this.#inboxPrefix]));
   }
 
+  /**
+   * The lock ids under `req.prefix` whose holds or queue changed, as the scripts publish them
+   * on `<prefix>changes`, on a connection of its own (docs/backends/redis.md, "Watching").
+   */
+  changes(req: { readonly prefix: string; readonly signal: AbortSignal }): AsyncIterable<string | null> {
+    this.#assertOpen();
+    return redisChanges({
+      commands: this.#commands,
+      open: () => this.#client.duplicate(),
+      keyPrefix: this.#prefix,
+      prefix: req.prefix,
+      signal: AbortSignal.any([req.signal, this.#closing.signal]),
+    });
+  }
+
   /** The client's SCAN, unless it is a Cluster (whose SCAN reaches one random node). */
   #scan(): Scan | undefined {
     const c = this.#client as RedisClientLike & { nodes?: unknown };
@@ -413,6 +431,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#closing.abort();
     this.#inbox.close();
     this.#commands.close();
     if (this.#ownsClient) await closeClient(this.#client);

@@ -36,6 +36,10 @@
  * receipt and claims it in the background (CLAIM, one round trip off the critical path). A
  * head that vanished is skipped when the window ends, not after a whole ttl.
  *
+ * Watchers: every script that writes or removes a hold or a queue entry also publishes the
+ * lock's key base on `<prefix>changes` (`changed()` in prelude-handoff.lua; see
+ * docs/backends/redis.md, "Watching").
+ *
  * Numbers are passed to `redis.call` through `string.format('%.0f')`: Lua 5.1 would print
  * a µs timestamp as `1.7e+15`.
  */

@@ -18,5 +18,7 @@ if redis.call('EXISTS', KEYS[1], KEYS[4]) == 0 then
   redis.call('SET', KEYS[3], tok, 'PXAT', string.format('%.0f', at + 601000))
   redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', at + 1000))
   redis.call('PEXPIREAT', KEYS[2], string.format('%.0f', at + 1000))
+  -- Watchers hear of the new hold (changed() in prelude-handoff.lua; its helpers do not exist yet).
+  redis.call('PUBLISH', string.sub(ARGV[10], 1, -3) .. 'changes', string.sub(KEYS[1], 1, -3))
   return {1, tok, field}
 end

@@ -21,6 +21,7 @@ local function grant(rank)
   redis.call('SET', t, tok)
   touch_holders(h, x, t)
   if rank then dequeue(q, qx, qw, wid); touch_queue(q, qx, qw, qs) end
+  changed(inbox, h)
   -- A shared grant may leave room for the next in line: wake it (it re-checks).
   if kind == 'r' or kind == 's' then
     local nxt = head(q)
@@ -51,8 +52,7 @@ if kind ~= 's' then
       end
       if stamp ~= '' and (hw == '' or string.sub(hw, 1, 1) == '~') then hw = stamp end
       redis.call('HSET', h, owner, pack(hk, count + 1, token, exp, dl, hw, rest))
-      dequeue(q, qx, qw, wid)
-      touch_queue(q, qx, qw, qs)
+      dequeue(q, qx, qw, wid); touch_queue(q, qx, qw, qs); changed(inbox, h)
       return {2, token, owner}
     end
   end
@@ -99,6 +99,7 @@ if wait and wid ~= '' then
   if not rank then
     redis.call('ZADD', q, redis.call('INCR', qs), wid)
     redis.call('HSET', qw, '\0' .. wid, fmt(now) .. '|' .. who)
+    changed(inbox, h)
   end
   local f = fair and '1' or '0'
   -- Rewritten by every attempt: a hand-off message carries this attempt's secret only.

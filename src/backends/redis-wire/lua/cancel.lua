@@ -6,6 +6,7 @@ local wid, inbox, owner, fresh = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
 local now, now_us = clock()
 local info = redis.call('HGET', qw, wid)
 local rank = dequeue(q, qx, qw, wid)
+if rank then changed(inbox, h) end
 local dropped = false
 for _, f in ipairs(redis.call('HKEYS', h)) do
   local mine = f == owner or (fresh and string.sub(f, 1, #owner + 1) == owner .. '\0')
@@ -18,6 +19,7 @@ for _, f in ipairs(redis.call('HKEYS', h)) do
     if fresh or (wid ~= '' and hw == wid) then
       drop(h, x, t, f)
       dropped = true
+      changed(inbox, h)
     end
   end
 end

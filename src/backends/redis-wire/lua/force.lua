@@ -11,6 +11,7 @@ for _, v in ipairs(redis.call('HVALS', h)) do
 end
 -- Every hold goes at once, lockDelay included: a broken holder's token is fenced off below.
 redis.call('DEL', h, x)
+changed(inbox, h)
 -- One step up the counter: every broken token is now below the last one and the next grant.
 redis.call('SET', t, next_token(t, now_us), 'PX', 601000)
 -- The next in line takes over now, as after a release (handed the lock or woken).

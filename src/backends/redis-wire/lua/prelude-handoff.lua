@@ -3,6 +3,11 @@
 local function notify(inbox, wid, payload)
   redis.call('PUBLISH', inbox .. string.match(wid, '^([^.]*)'), payload)
 end
+-- Tell watchers (channel '<prefix>changes', from the inbox prefix '<prefix>w:') that the holds
+-- or queue of the lock at h changed: the message is the key base '<prefix>{tag}'.
+local function changed(inbox, h)
+  redis.call('PUBLISH', string.sub(inbox, 1, -3) .. 'changes', string.sub(h, 1, -3))
+end
 local function dequeue(q, qx, qw, wid)
   if wid == '' then return false end
   local rank = redis.call('ZRANK', q, wid)

@@ -10,6 +10,7 @@ if not queued and redis.call('HLEN', KEYS[1]) == 1 then
   local hk, count, tok, exp = string.match(v, '^(%a)|(%d+)|(%d+)|(%d+)|')
   if hk == ARGV[2] and count == '1' and tok == ARGV[3] and tonumber(exp) > now then
     redis.call('DEL', KEYS[1], KEYS[2])
+    redis.call('PUBLISH', string.sub(ARGV[4], 1, -3) .. 'changes', string.sub(KEYS[1], 1, -3))
     return 1
   end
 end
@@ -23,6 +24,7 @@ if hk ~= kind or tok ~= token or exp <= now then
   purge_holders(h, x, now)
   return 0
 end
+changed(inbox, h)
 if count > 1 then
   redis.call('HSET', h, field, pack(hk, count - 1, tok, exp, dl, hw, rest))
   return 1

@@ -23,6 +23,7 @@ end
 -- Its queue entry, if it made one.
 local rank = dequeue(q, qx, qw, wid)
 if rank then undone = 1 end
+if undone == 1 then changed(inbox, h) end
 if undone == 1 and redis.call('EXISTS', q) == 1 and (rank == 0 or redis.call('EXISTS', h) == 0) then
   after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
 end
