@@ -11,7 +11,14 @@ import { createLocker } from '../../src/index.js';
 
 /** What the test passes to a child. */
 export type ChildConfig =
-  | { readonly mode: 'hold'; readonly url: string; readonly lockId: string; readonly ttlMs: number; readonly name?: string }
+  | {
+      readonly mode: 'hold';
+      readonly url: string;
+      readonly lockId: string;
+      readonly ttlMs: number;
+      readonly name?: string;
+      readonly fair?: boolean;
+    }
   | { readonly mode: 'count'; readonly url: string; readonly lockId: string; readonly file: string; readonly times: number };
 
 /** Messages a child sends. */
@@ -31,7 +38,7 @@ const locker = createLocker(
 
 if (config.mode === 'hold') {
   locker.once('waiting', () => send({ type: 'waiting', pid: process.pid }));
-  const lock = await locker.lock(config.lockId, { timeoutMs: 60_000 });
+  const lock = await locker.lock(config.lockId, { timeoutMs: 60_000, ...(config.fair ? { fair: true } : {}) });
   process.on('message', (command) => {
     if (command === 'release') void lock.release().then(() => send({ type: 'released' }));
     else send({ type: 'write', token: lock.token.toString(), lost: lock.signal.aborted });
