@@ -71,6 +71,8 @@ class ChangeFeed {
   readonly #connected = new Set<string>();
   readonly #timers = new Set<NodeJS.Timeout>();
   #owedNull = true;
+  /** Set once: by the signal, or by the consumer leaving the loop (the signal may never abort). */
+  #closed = false;
   #wake: (() => void) | undefined;
   readonly #stop: () => void;
   readonly client: EtcdClient;
@@ -82,14 +84,17 @@ class ChangeFeed {
     this.backendPrefix = backendPrefix;
     this.req = req;
     this.#stop = () => this.#close();
-    if (req.signal.aborted) return;
+    if (req.signal.aborted) {
+      this.#closed = true;
+      return;
+    }
     req.signal.addEventListener('abort', this.#stop, { once: true });
     for (const p of watchedPrefixes(backendPrefix, req.prefix)) this.#watch(p);
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<string | null> {
     try {
-      while (!this.req.signal.aborted) {
+      while (!this.#closed) {
         const next = this.#queue.shift();
         if (next === undefined) {
           await new Promise<void>((resolve) => (this.#wake = resolve));
@@ -107,6 +112,7 @@ class ChangeFeed {
     const w = this.client.raw.watch().prefix(prefix).watcher();
     this.#watchers.set(prefix, w);
     w.on('connected', () => {
+      if (this.#closed) return;
       this.#connected.add(prefix);
       if (this.#owedNull && this.#connected.size === this.#watchers.size) {
         this.#owedNull = false;
@@ -120,10 +126,10 @@ class ChangeFeed {
     // the package drops it, so a new one starts from now, and the core re-lists at its `null`.
     w.on('error', () => {
       this.#lost(prefix);
-      if (this.req.signal.aborted) return;
+      if (this.#closed) return;
       const t = setTimeout(() => {
         this.#timers.delete(t);
-        if (!this.req.signal.aborted) this.#watch(prefix);
+        if (!this.#closed) this.#watch(prefix);
       }, RECREATE_MS);
       t.unref();
       this.#timers.add(t);
@@ -137,6 +143,7 @@ class ChangeFeed {
 
   #seen(kv: IKeyValue, put: boolean): void {
     const key = kv.key.toString('utf8');
+    if (this.#closed) return;
     const id = lockIdOfKey(this.backendPrefix, key);
     if (id === undefined || !id.startsWith(this.req.prefix)) return;
     // Every holder's and waiter's key is attached to a lease; a put without one under a
@@ -155,14 +162,13 @@ class ChangeFeed {
   }
 
   #close(): void {
+    this.#closed = true;
     this.req.signal.removeEventListener('abort', this.#stop);
     for (const t of this.#timers) clearTimeout(t);
     this.#timers.clear();
-    for (const w of this.#watchers.values()) {
-      w.removeAllListeners();
-      w.on('error', () => undefined);
-      void w.cancel().catch(() => undefined);
-    }
+    // Our listeners stay (they check #closed): the package's own listeners on the watcher
+    // must stay too for its cancellation to complete.
+    for (const w of this.#watchers.values()) void w.cancel().catch(() => undefined);
     this.#watchers.clear();
     this.#connected.clear();
     const wake = this.#wake;
