@@ -75,14 +75,14 @@ class ChangeFeed {
   #closed = false;
   #wake: (() => void) | undefined;
   readonly #stop: () => void;
-  readonly client: EtcdClient;
-  readonly backendPrefix: string;
-  readonly req: ChangesRequest;
+  readonly #client: EtcdClient;
+  readonly #backendPrefix: string;
+  readonly #req: ChangesRequest;
 
   constructor(client: EtcdClient, backendPrefix: string, req: ChangesRequest) {
-    this.client = client;
-    this.backendPrefix = backendPrefix;
-    this.req = req;
+    this.#client = client;
+    this.#backendPrefix = backendPrefix;
+    this.#req = req;
     this.#stop = () => this.#close();
     if (req.signal.aborted) {
       this.#closed = true;
@@ -109,7 +109,7 @@ class ChangeFeed {
   }
 
   #watch(prefix: string): void {
-    const w = this.client.raw.watch().prefix(prefix).watcher();
+    const w = this.#client.raw.watch().prefix(prefix).watcher();
     this.#watchers.set(prefix, w);
     w.on('connected', () => {
       if (this.#closed) return;
@@ -144,11 +144,11 @@ class ChangeFeed {
   #seen(kv: IKeyValue, put: boolean): void {
     const key = kv.key.toString('utf8');
     if (this.#closed) return;
-    const id = lockIdOfKey(this.backendPrefix, key);
-    if (id === undefined || !id.startsWith(this.req.prefix)) return;
+    const id = lockIdOfKey(this.#backendPrefix, key);
+    if (id === undefined || !id.startsWith(this.#req.prefix)) return;
     // Every holder's and waiter's key is attached to a lease; a put without one under a
     // lock segment is other data (a fence key has none and is a change of its lock).
-    if (put && kv.lease === '0' && !key.startsWith(`${this.backendPrefix}${FENCE}`)) return;
+    if (put && kv.lease === '0' && !key.startsWith(`${this.#backendPrefix}${FENCE}`)) return;
     if (this.#queued.has(id)) return;
     this.#queued.add(id);
     this.#push(id);
@@ -163,7 +163,7 @@ class ChangeFeed {
 
   #close(): void {
     this.#closed = true;
-    this.req.signal.removeEventListener('abort', this.#stop);
+    this.#req.signal.removeEventListener('abort', this.#stop);
     for (const t of this.#timers) clearTimeout(t);
     this.#timers.clear();
     // Our listeners stay (they check #closed): the package's own listeners on the watcher
