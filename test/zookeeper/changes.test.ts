@@ -12,7 +12,7 @@ import type { AcquireRequest, Grant } from '../../src/backend.js';
 import { createZooKeeperBackend, type ZooKeeperBackend } from '../../src/backends/zookeeper/index.js';
 import type { ZkGrantData, ZkTicket } from '../../src/backends/zookeeper/recipe.js';
 import { ZkSession } from '../../src/backends/zookeeper/session.js';
-import { eventually, seamRequest } from '../helpers.js';
+import { eventually, faultProxy, seamRequest } from '../helpers.js';
 import { startZooKeeper, type RunningZooKeeper } from '../../scripts/servers/zookeeper.js';
 
 const T = { timeout: 60_000 };
@@ -167,9 +167,33 @@ async function nullAgainAfterExpiry(): Promise<void> {
   await feed.stop();
 }
 
+async function nullAgainAfterReconnect(): Promise<void> {
+  const node = server.nodes[0];
+  assert.ok(node);
+  const proxy = await faultProxy(node.port);
+  const b = createZooKeeperBackend(`zookeeper://127.0.0.1:${proxy.port}/changes?sessionTimeoutMs=8000`);
+  try {
+    const prefix = unique('rc');
+    const feed = await feedOf(b, prefix);
+    const session = b.session;
+    feed.seen.length = 0;
+    // Drops the connection; the client reconnects through the proxy at once, same session.
+    proxy.heal();
+    await eventually('null again', () => feed.seen.includes(null), 15_000);
+    assert.equal(b.session, session, 'the same session');
+    const lockId = `${prefix}:after`;
+    await feed.expect(lockId, () => hold(backend(), lockId));
+    await feed.stop();
+  } finally {
+    await b.close();
+    await proxy.close();
+  }
+}
+
 describe('zookeeper: changes() from watches', () => {
   test('acquire, a waiter joining, release and forceRelease are reported; other prefixes are not', T, mutexLifecycle);
   test('semaphore permits taken and given back, and a waiter at the gate, are reported', T, semaphorePermits);
   test('aborting ends the iteration and leaves no subscription, watch listener or timer', T, abortLeavesNothing);
   test('a lost session is re-established and reported by a second null', T, nullAgainAfterExpiry);
+  test('a reconnect of the same session is reported by a second null', T, nullAgainAfterReconnect);
 });
