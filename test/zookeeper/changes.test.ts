@@ -79,17 +79,26 @@ class Feed {
 
 const unique = (label: string): string => `${label}-${randomBytes(4).toString('hex')}`;
 
+/**
+ * Curator's KillSession: attach to the session from another connection and close it there.
+ * The client hears of it when it next talks to the server (a ping within a third of its
+ * session timeout); a killer refused as "expired" means an earlier kill already took.
+ */
 async function expireSession(b: ZooKeeperBackend): Promise<void> {
   const s = b.session;
   assert.ok(s, 'the backend has a session');
   for (let i = 0; i < 5 && s.alive; i++) {
-    const killer = await ZkSession.open({
-      connectString: server.connectString,
-      sessionTimeoutMs: s.sessionTimeoutMs,
-      connectTimeoutMs: 30_000,
-      resume: s.credentials,
-    });
-    killer.close();
+    try {
+      const killer = await ZkSession.open({
+        connectString: server.connectString,
+        sessionTimeoutMs: s.sessionTimeoutMs,
+        connectTimeoutMs: 30_000,
+        resume: s.credentials,
+      });
+      killer.close();
+    } catch {
+      // Already expired on the server.
+    }
     for (let n = 0; n < 200 && s.alive; n++) await sleep(50);
   }
   assert.equal(s.alive, false, 'the session was expired');
@@ -155,7 +164,9 @@ async function abortLeavesNothing(): Promise<void> {
 }
 
 async function nullAgainAfterExpiry(): Promise<void> {
-  const b = backend();
+  // A short session timeout: the client pings often, so it hears of the kill soon.
+  const b = createZooKeeperBackend(url.replace('sessionTimeoutMs=60000', 'sessionTimeoutMs=4000'));
+  open.push(b);
   const prefix = unique('exp');
   const feed = await feedOf(b, prefix);
   feed.seen.length = 0;
@@ -190,10 +201,20 @@ async function nullAgainAfterReconnect(): Promise<void> {
   }
 }
 
+async function endsWhenClosed(): Promise<void> {
+  const b = createZooKeeperBackend(url);
+  const feed = await feedOf(b, unique('cl'));
+  await b.close();
+  await feed.ended;
+  assert.equal(b.stats.changeFeeds, 0);
+  assert.equal(b.stats.changeWatches, 0);
+}
+
 describe('zookeeper: changes() from watches', () => {
   test('acquire, a waiter joining, release and forceRelease are reported; other prefixes are not', T, mutexLifecycle);
   test('semaphore permits taken and given back, and a waiter at the gate, are reported', T, semaphorePermits);
   test('aborting ends the iteration and leaves no subscription, watch listener or timer', T, abortLeavesNothing);
   test('a lost session is re-established and reported by a second null', T, nullAgainAfterExpiry);
   test('a reconnect of the same session is reported by a second null', T, nullAgainAfterReconnect);
+  test('closing the backend ends the iteration', T, endsWhenClosed);
 });
