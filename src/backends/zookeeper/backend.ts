@@ -406,10 +406,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     return watchQueue(s, this.paths(lockId).base, maxMs, signal);
   }
 
-  /**
-   * The lock ids under `req.prefix` whose holders or waiters changed, from child watches
-   * (`null` first and after each resubscription): docs/backends/zookeeper.md, "Watching".
-   */
+  /** The ids under `req.prefix` whose holds or queue changed, from child watches: docs/backends/zookeeper.md, "Watching". */
   changes(req: { readonly prefix: string; readonly signal: AbortSignal }): AsyncIterable<string | null> {
     const host: FeedHost = {
       connect: (signal) => this.connect(signal),
