@@ -93,9 +93,10 @@ class ChangeFeed {
     this.#reset = false;
     try {
       this.#teardown();
-      const s = await this.#host.connect(this.#signal);
-      this.#session = s;
       const gen = this.#gen;
+      const s = await this.#host.connect(this.#signal);
+      if (gen !== this.#gen) throw new Error('superseded');
+      this.#session = s;
       // Watches survive a reconnect of the same session, but a change while disconnected may
       // have been missed by the core's last look: reporting `null` makes it look again.
       this.#offState = s.onState((state) => {
@@ -104,7 +105,8 @@ class ChangeFeed {
       await this.#watchRoot(s, gen);
       // Everything reported so far is covered by the full look that `null` asks for.
       this.#pending.clear();
-      return !this.#reset && gen === this.#gen;
+      if (gen !== this.#gen) this.#reset = true;
+      return !this.#reset;
     } catch {
       this.#reset = true;
       return false;
