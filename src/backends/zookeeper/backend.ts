@@ -28,6 +28,7 @@ import { breakLock, listLocks } from './list.js';
 import { lockPaths, parseLeaseData, protectedPrefix, type LockPaths } from './layout.js';
 import { Deleter, reapLockNode } from './nodes.js';
 import { watchQueue } from './observe.js';
+import { watchChanges, type FeedHost } from './changes.js';
 import { attemptQueue } from './queue.js';
 import type { Prefetch, RecipeHost, ZkGrantData, ZkTicket } from './recipe.js';
 import { attemptSemaphore } from './semaphore.js';
@@ -57,6 +58,10 @@ export interface ZooKeeperStats {
   waiterNotifications: number;
   /** Sessions established so far. */
   sessions: number;
+  /** `changes()` subscriptions open now. */
+  changeFeeds: number;
+  /** Child watches those subscriptions hold now (docs/backends/zookeeper.md, "Watching"). */
+  changeWatches: number;
 }
 
 /** What the ZooKeeper backend can do. */
@@ -74,7 +79,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   readonly name = 'zookeeper';
   readonly capabilities: Capabilities = ZOOKEEPER_CAPABILITIES;
   /** Counters for tests and benchmarks. */
-  readonly stats: ZooKeeperStats = { waiterNotifications: 0, sessions: 0 };
+  readonly stats: ZooKeeperStats = { waiterNotifications: 0, sessions: 0, changeFeeds: 0, changeWatches: 0 };
 
   readonly #opts: Required<Omit<ZooKeeperBackendOptions, 'operationTimeoutMs'>> & { operationTimeoutMs?: number };
   #session: ZkSession | undefined;
@@ -399,6 +404,17 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   async watchLock(lockId: string, maxMs: number, signal: AbortSignal): Promise<void> {
     const s = await this.connect(signal);
     return watchQueue(s, this.paths(lockId).base, maxMs, signal);
+  }
+
+  /** The ids under `req.prefix` whose holds or queue changed, from child watches: docs/backends/zookeeper.md, "Watching". */
+  changes(req: { readonly prefix: string; readonly signal: AbortSignal }): AsyncIterable<string | null> {
+    const host: FeedHost = {
+      connect: (signal) => this.connect(signal),
+      isClosed: () => this.#closed,
+      chroot: this.#opts.chroot,
+      stats: this.stats,
+    };
+    return watchChanges(host, req.prefix, req.signal);
   }
 
   async inspect(lockId: string): Promise<LockState> {

@@ -25,7 +25,7 @@ export function parseCursor(cursor: string | undefined): string | undefined {
 }
 
 /** The lock id a child of the root stands for; undefined for a name locksmith never writes. */
-function lockIdOf(name: string): string | undefined {
+export function lockIdOf(name: string): string | undefined {
   const id = decodeLockId(name);
   // Only the canonical encoding of an id is a lock of ours (it also skips `/zookeeper`).
   return id !== '' && encodeLockId(id) === name ? id : undefined;

@@ -389,6 +389,11 @@ export class ZkSession {
     }
   }
 
+  /** Stop telling `onEvent` about the child watch on `path` (the server's watch stays until it fires). */
+  unwatchChildren(path: string, onEvent: WatchListener): void {
+    this.#childWatches.remove(path, onEvent);
+  }
+
   /**
    * Children of `path` with a one-shot child watch, or, when it does not exist, an exists
    * watch that fires when it is created (then resolves null). Either way a watch is set.
