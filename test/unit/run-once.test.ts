@@ -151,7 +151,19 @@ async function longJobStaysHeld(): Promise<void> {
   assert.equal((await b.runOnce('job:long', () => 'next', { atMostForMs: 60_000 })).status, 'ran', 'released once past the minimum');
 }
 
+async function renewedThenEndsBeforeMinimum(): Promise<void> {
+  const [a, b] = [client(), client()];
+  // Ends after the first renewal (about a third into the 1.5 s minimum), before the minimum.
+  const job = a.runOnce('job:mid', () => sleep(900).then(() => 'done'), { atLeastForMs: 1_500, atMostForMs: 60_000 });
+  await sleep(1_100);
+  assert.deepEqual(await b.runOnce('job:mid', () => 'twice', { atMostForMs: 60_000 }), { status: 'skipped' });
+  assert.equal((await job).status, 'ran');
+  // Resolved once the minimum passed, and released then (not left to the renewed, longer lease).
+  assert.equal((await b.runOnce('job:mid', () => 'next', { atMostForMs: 60_000 })).status, 'ran');
+}
+
 describe('runOnce (memory://)', () => {
+  test('a job ending after a renewal but before atLeastForMs: held to the minimum, then released', renewedThenEndsBeforeMinimum);
   test('a job running past atLeastForMs is renewed, and released when it ends', longJobStaysHeld);
   test('another instance holding the job lock: skipped at once, fn not called', skipsWhenHeld);
   test('atLeastForMs keeps the next instance out after fn returned at once, even after close()', atLeastKeepsOthersOut);
