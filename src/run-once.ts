@@ -23,9 +23,10 @@ import { minTtlMs, validateDuration, validateSignal } from './options.js';
 /** Options of {@link Locker.runOnce}. */
 export interface RunOnceOptions {
   /**
-   * The hold ends at the latest this long after the backend granted it: the lease is taken
-   * for exactly this and never renewed, and the job's `lock.signal` aborts just before (a
-   * crashed instance's lock frees itself after this too). Must be ≥ `atLeastForMs`.
+   * The hold ends at the latest this long after the backend granted it (give or take the
+   * time the last renewal took to reach the backend): renewals stop there, the lease runs
+   * out and the job's `lock.signal` aborts just before. A crashed instance's lock frees
+   * itself by then too. Must be > 0 and ≥ `atLeastForMs`.
    */
   readonly atMostForMs: number;
   /**
