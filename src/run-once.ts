@@ -23,10 +23,10 @@ import { minTtlMs, validateDuration, validateSignal } from './options.js';
 /** Options of {@link Locker.runOnce}. */
 export interface RunOnceOptions {
   /**
-   * The hold ends at the latest this long after the backend granted it (give or take the
+   * The hold ends at the latest this long after the backend granted it (plus, at most, the
    * time the last renewal took to reach the backend): renewals stop there, the lease runs
-   * out and the job's `lock.signal` aborts just before. A crashed instance's lock frees
-   * itself by then too. Must be > 0 and ≥ `atLeastForMs`.
+   * out and the job's `lock.signal` aborts just before. Where the backend expires holds by
+   * itself, a crashed instance's lock frees itself by then too. Must be > 0 and ≥ `atLeastForMs`.
    */
   readonly atMostForMs: number;
   /**
