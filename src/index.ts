@@ -24,6 +24,7 @@ export {
 export { type WatchEvent, type WatchOptions } from './observe/watch.js';
 export { type ForceReleaseOptions } from './observe/break.js';
 export type { MultiLock } from './lock-all.js';
+export type { RunOnceOptions, RunOnceResult } from './run-once.js';
 export { instrumentPrometheus, type PrometheusOptions } from './metrics.js';
 export { instrumentTracing, instrumentMeter, type TracerLike, type SpanLike, type MeterLike } from './tracing.js';
 export { FencedResource, type FencedResourceOptions } from './fencing.js';

@@ -33,6 +33,7 @@ import { checkListOptions, checkPrefix, decodeState, listPage, type ListOptions,
 import { DEFAULT_WATCH_EVERY_MS, watchLocks, type WatchEvent, type WatchOptions } from './observe/watch.js';
 import { breakLock, checkReason, type ForceReleaseOptions } from './observe/break.js';
 import { lockAll, tryLockAll, type MultiLock } from './lock-all.js';
+import { runOnce, type RunOnceOptions, type RunOnceResult } from './run-once.js';
 
 /** @internal The hook `abandon()` in `testing.ts` uses to simulate a crash. */
 export const kAbandon = Symbol('locksmith.abandon');
@@ -157,6 +158,18 @@ export class Locker extends TypedEmitter {
   /** One attempt (or wait up to `waitMs`) at every id: the set, or `null` when any is held. */
   tryLockAll(lockIds: readonly string[], options?: TryLockOptions): Promise<MultiLock | null> {
     return tryLockAll(this, lockIds, options);
+  }
+
+  /**
+   * A scheduled job's lock: run `fn` here unless another instance holds `name` (then resolve
+   * `{ status: 'skipped' }` at once). The backend keeps the lock at least `atLeastForMs` and
+   * at most `atMostForMs` after its grant, on its own clock; see docs/recipes/scheduled-jobs.md.
+   */
+  runOnce<T>(name: string, fn: (lock: Lock) => Promise<T> | T, options: RunOnceOptions): Promise<RunOnceResult<T>> {
+    return runOnce(this, name, fn, options, (lock) => {
+      lock.lease.abandon();
+      this.#registry.forget(lock.lease);
+    });
   }
 
   /** A read-write lock named `lockId`. */

@@ -88,6 +88,12 @@ export class Registry {
     return [...this.#leases];
   }
 
+  /** Forget one lease without ending it (a hold left to run out on the backend). */
+  forget(lease: Lease): void {
+    this.#leases.delete(lease);
+    this.reentry.forget(lease);
+  }
+
   /** Forget every lease without ending any (a simulated crash). */
   clear(): void {
     this.#leases.clear();

@@ -34,6 +34,7 @@ import { edgeCases } from './cases/edges.js';
 import { sequencerCases } from './cases/sequencer.js';
 import { observeCases } from './cases/observe.js';
 import { lockAllCases } from './cases/lock-all.js';
+import { runOnceCases } from './cases/run-once.js';
 
 /** What a backend's test file hands to {@link conformance}. */
 export interface ConformanceTarget {
@@ -115,6 +116,7 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
     sequencerCases(ctx);
     observeCases(ctx);
     lockAllCases(ctx);
+    runOnceCases(ctx);
 
     after(() => {
       process.off('unhandledRejection', onUnhandled);
