@@ -16,11 +16,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgumentError, LockLostError } from './errors.js';
 import type { Lock } from './lock.js';
-import type { Locker } from './locker.js';
+import type { LockerOptions, TryLockOptions } from './options.js';
 import { now } from './lease.js';
 import { minTtlMs, validateDuration, validateSignal } from './options.js';
 
-/** Options of {@link Locker.runOnce}. */
+/** The part of a Locker that runOnce needs (structural, so that locker.ts can import this module). */
+export interface RunOnceLocker {
+  readonly options: LockerOptions;
+  tryLock(lockId: string, options?: TryLockOptions): Promise<Lock | null>;
+}
+
+/** Options of `Locker.runOnce`. */
 export interface RunOnceOptions {
   /**
    * The hold ends at the latest this long after the backend granted it (plus, at most, the
@@ -39,7 +45,7 @@ export interface RunOnceOptions {
   readonly signal?: AbortSignal;
 }
 
-/** What {@link Locker.runOnce} resolves: the job ran here (with its value), or another instance held the lock. */
+/** What `Locker.runOnce` resolves: the job ran here (with its value), or another instance held the lock. */
 export type RunOnceResult<T> = { readonly status: 'ran'; readonly value: T; readonly token: bigint } | { readonly status: 'skipped' };
 
 /** @internal Let a hold run out on the backend: no release on `close()`, no renewal. */
@@ -71,7 +77,7 @@ export function checkRunOnceOptions(options: unknown): { atMost: number; atLeast
  * `{ status: 'skipped' }` at once (no waiting). See {@link RunOnceOptions} for the bounds.
  */
 export async function runOnce<T>(
-  locker: Locker,
+  locker: RunOnceLocker,
   name: string,
   fn: (lock: Lock) => Promise<T> | T,
   options: RunOnceOptions,
