@@ -5,21 +5,22 @@
  * docs/observability.md, "The command line".
  */
 import { Option, type Command } from 'commander';
-import { createLocker, InvalidArgumentError, type Locker, type LockInfo, type WatchEvent } from '../index.js';
+import { createLocker, type Locker, type LockInfo, type WatchEvent } from '../index.js';
 import { parseDuration } from './duration.js';
 import { describeWho } from './status.js';
+
+import { chooseBackend } from './backend.js';
 
 /** Where a command's results go. */
 export type Output = (text: string) => void;
 
-/** `--backend`, or `$LOCKSMITH_BACKEND` (no default: memory:// would show nothing of other processes). */
+/** `--backend`, or `$LOCKSMITH_BACKEND`; without either, the embedded `file://` backend, as `run` uses. */
 export const backendOption = (): Option =>
   new Option('-b, --backend <url>', 'backend URL (e.g. redis://127.0.0.1:6379)').env('LOCKSMITH_BACKEND');
 
-/** The backend URL, or a usage error. */
+/** The backend URL: the one given, else the one `run` uses without a backend (so `ls` shows its locks). */
 export function needBackend(url: string | undefined): string {
-  if (url) return url;
-  throw new InvalidArgumentError('--backend', 'no backend given: pass --backend URL or set LOCKSMITH_BACKEND');
+  return chooseBackend(url);
 }
 
 /** JSON with bigints (tokens) as strings. */

@@ -85,7 +85,7 @@ test('locksmith ls --json: a holder and a waiter of another locker with host, pi
   await Promise.all([holder.close(), waiter.close()]);
 });
 
-test('locksmith break: ends the hold (exit 0), then the lock is free (exit 1); ls needs a backend', async () => {
+test('locksmith break: ends the hold (exit 0), then the lock is free (exit 1); ls without a backend lists the default file:// one', async () => {
   const url = 'memory://cli-break';
   const holder = createLocker(url, { ttlMs: 300 });
   const lock = await holder.lock('br:1');
@@ -97,7 +97,9 @@ test('locksmith break: ends the hold (exit 0), then the lock is free (exit 1); l
   assert.equal((await stdoutOf(['break', 'br:1', '--backend', url])).code, EXIT.USAGE, '--reason is required');
   const saved = process.env.LOCKSMITH_BACKEND;
   delete process.env.LOCKSMITH_BACKEND;
-  assert.equal((await stdoutOf(['ls'])).code, EXIT.USAGE);
+  const plain = await stdoutOf(['ls', 'no-such-prefix/', '--json']);
+  assert.equal(plain.code, 0);
+  assert.deepEqual((JSON.parse(plain.out) as { locks: unknown[] }).locks, []);
   if (saved !== undefined) process.env.LOCKSMITH_BACKEND = saved;
   await holder.close();
 });
