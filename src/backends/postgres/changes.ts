@@ -1,0 +1,54 @@
+/**
+ * `changes()` of the PostgreSQL backend: every transaction that writes a lock's holders or
+ * queue sends `pg_notify(<table>_watch, lockId)`, delivered on commit; each watch LISTENs on
+ * its own pooled connection, reconnects after a loss and then says so with `null`
+ * (docs/backends/postgres.md, "Watching").
+ */
+import type pg from 'pg';
+import { PgListener } from './listener.js';
+
+/**
+ * The lock ids under `prefix` as their changes commit: `null` first once LISTEN is in place
+ * (and again after every reconnect), then ids, until `signal` aborts.
+ */
+export async function* pgChanges(pool: pg.Pool, channel: string, prefix: string, signal: AbortSignal): AsyncGenerator<string | null> {
+  if (signal.aborted) return;
+  const pending: (string | null)[] = [];
+  let wake: (() => void) | undefined;
+  const push = (item: string | null): void => {
+    pending.push(item);
+    wake?.();
+  };
+  const listener = new PgListener(
+    pool,
+    channel,
+    (lockId) => {
+      if (lockId !== undefined && lockId.startsWith(prefix)) push(lockId);
+    },
+    () => push(null),
+  );
+  let stopped: Promise<void> | undefined;
+  // Dropped at the abort itself, even while the consumer is not asking for the next id.
+  const stop = (): Promise<void> => (stopped ??= listener.close());
+  const onAbort = (): void => {
+    void stop();
+    wake?.();
+  };
+  signal.addEventListener('abort', onAbort, { once: true });
+  listener.keepTrying();
+  try {
+    for (;;) {
+      if (signal.aborted) return;
+      const item = pending.shift();
+      if (item !== undefined) {
+        yield item;
+        continue;
+      }
+      await new Promise<void>((resolve) => (wake = resolve));
+      wake = undefined;
+    }
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    await stop();
+  }
+}
