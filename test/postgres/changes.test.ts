@@ -126,9 +126,31 @@ async function abortDropsConnection(): Promise<void> {
   assert.equal(checkedOut(), idle);
 }
 
+/** listen=false: no changes(), yet its writes notify the watches of others; close() ends a backend's watches. */
+async function notListening(): Promise<void> {
+  const quiet = await createPostgresBackend(server.url, { listen: false });
+  assert.equal(quiet.changes, undefined);
+  const p = prefix();
+  const w = watch(backend, p);
+  await w.until(null);
+  const l = createLocker(quiet);
+  const held = await l.lock(`${p}quiet`, { ttlMs: 30_000 });
+  await w.until(`${p}quiet`);
+  await held.release();
+  await l.close();
+  const other = await createPostgresBackend(server.url);
+  const mine = watch(other, p);
+  await mine.until(null);
+  await other.close();
+  await mine.ended;
+  w.stop.abort();
+  await w.ended;
+}
+
 describe('postgres: changes()', () => {
   test('null first, then acquire, a waiter joining, release and forceRelease each name the id', T, namesEveryWrite);
   test('an id outside the prefix is not reported', T, filtersByPrefix);
   test('a killed LISTEN connection is re-established and says so with null', T, reconnects);
+  test('a backend without LISTEN has no changes() but notifies; close() ends its watches', T, notListening);
   test('aborting ends the iteration and gives the connection back', T, abortDropsConnection);
 });
