@@ -104,7 +104,7 @@ async function reconnects(): Promise<void> {
   const p = prefix();
   const w = watch(backend, p);
   await w.until(null);
-  await admin(node.port, ["SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %watch'"]);
+  await admin(node.port, ["SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_advisory_lock_shared%'"]);
   await w.until(null, 2);
   const l = locker();
   const held = await l.lock(`${p}after`, { ttlMs: 30_000 });
@@ -147,10 +147,30 @@ async function notListening(): Promise<void> {
   await w.ended;
 }
 
+/** With no watch, nothing is sent: a bare LISTEN (no advisory lock) hears the write after a watch starts, not the one before. */
+async function silentUnwatched(): Promise<void> {
+  const p = prefix();
+  const raw = await pool.connect();
+  const heard: string[] = [];
+  raw.on('notification', (m) => void (m.payload?.startsWith(p) === true && heard.push(m.payload)));
+  await raw.query('LISTEN locksmith_watch');
+  const l = locker();
+  await (await l.lock(`${p}unwatched`, { ttlMs: 30_000 })).release();
+  const w = watch(backend, p);
+  await w.until(null);
+  await (await l.lock(`${p}watched`, { ttlMs: 30_000 })).release();
+  await eventually('the watched write heard', () => heard.includes(`${p}watched`), 5_000);
+  assert.equal(heard[0], `${p}watched`);
+  w.stop.abort();
+  await w.ended;
+  raw.release(true);
+}
+
 describe('postgres: changes()', () => {
   test('null first, then acquire, a waiter joining, release and forceRelease each name the id', T, namesEveryWrite);
   test('an id outside the prefix is not reported', T, filtersByPrefix);
   test('a killed LISTEN connection is re-established and says so with null', T, reconnects);
   test('a backend without LISTEN has no changes() but notifies; close() ends its watches', T, notListening);
+  test('nobody watching: no NOTIFY is sent', T, silentUnwatched);
   test('aborting ends the iteration and gives the connection back', T, abortDropsConnection);
 });

@@ -1,11 +1,19 @@
 /**
  * `changes()` of the PostgreSQL backend: every transaction that writes a lock's holders or
- * queue sends `pg_notify(<table>_watch, lockId)`, delivered on commit; each watch LISTENs on
+ * queue sends `pg_notify(<table>_watch, lockId)` when somebody watches, delivered on commit; each watch LISTENs on
  * its own pooled connection, reconnects after a loss and then says so with `null`
  * (docs/backends/postgres.md, "Watching").
  */
 import type pg from 'pg';
 import { PgListener } from './listener.js';
+
+/**
+ * The advisory lock (two-key space) every watch holds shared while it listens. A notifying
+ * transaction first tries it exclusively, to the end of the transaction: taken means nobody
+ * watches, and it skips the NOTIFY. A watch that starts meanwhile waits for that commit before
+ * it yields `null`, so the core's listing afterwards sees the write.
+ */
+const WATCHED_KEY = `hashtext('locksmith-watch'), hashtext($1)`;
 
 /**
  * The lock ids under `prefix` as their changes commit: `null` first once LISTEN is in place
@@ -26,6 +34,7 @@ export async function* pgChanges(pool: pg.Pool, channel: string, prefix: string,
       if (lockId !== undefined && lockId.startsWith(prefix)) push(lockId);
     },
     () => push(null),
+    { text: `SELECT pg_advisory_lock_shared(${WATCHED_KEY})`, values: [channel] },
   );
   let stopped: Promise<void> | undefined;
   // Dropped at the abort itself, even while the consumer is not asking for the next id.

@@ -172,8 +172,14 @@ export class PgEngine implements SqlEngine {
   }
 
   touched(lockId: string): Stmt[] {
-    // Always sent, so that a watch sees every client's writes (docs/backends/postgres.md, "Watching").
-    return [{ sql: 'SELECT pg_notify(?, ?)', params: [this.#options.watchChannel, lockId] }];
+    // Only while some watch holds its advisory lock: free otherwise (docs/backends/postgres.md, "Watching").
+    const channel = this.#options.watchChannel;
+    return [
+      {
+        sql: `SELECT pg_notify(?, ?) WHERE NOT pg_try_advisory_xact_lock(hashtext('locksmith-watch'), hashtext(?))`,
+        params: [channel, lockId, channel],
+      },
+    ];
   }
 
   changes(prefix: string, signal: AbortSignal): AsyncIterable<string | null> {

@@ -17,13 +17,24 @@ export class PgListener {
   readonly #channel: string;
   readonly #onChange: (lockId: string | undefined) => void;
   readonly #onListening: () => void;
+  readonly #then: pg.QueryConfig | undefined;
   #client: pg.PoolClient | undefined;
   #timer: NodeJS.Timeout | undefined;
   #retryMs = RETRY_MIN_MS;
   #closed = false;
 
-  /** `onListening` runs each time LISTEN is in place (the first time and after every reconnect). */
-  constructor(pool: pg.Pool, channel: string, onChange: (lockId: string | undefined) => void, onListening = (): void => undefined) {
+  /**
+   * `then` runs on the connection after each LISTEN; `onListening` each time both are in place
+   * (the first time and after every reconnect).
+   */
+  constructor(
+    pool: pg.Pool,
+    channel: string,
+    onChange: (lockId: string | undefined) => void,
+    onListening = (): void => undefined,
+    then?: pg.QueryConfig,
+  ) {
+    this.#then = then;
     this.#pool = pool;
     this.#channel = channel;
     this.#onChange = onChange;
@@ -46,6 +57,7 @@ export class PgListener {
     });
     try {
       await client.query(`LISTEN ${this.#channel}`);
+      if (this.#then) await client.query(this.#then);
     } catch (err) {
       client.release(true);
       throw err;
