@@ -53,7 +53,12 @@ async function compare(label: string, without: Locker, withNotify: Locker): Prom
   const per = (xs: number[]): string => ((median(xs) / OPS) * 1000).toFixed(0);
   const a = median(t.without);
   const b = median(t.with);
-  console.log(`${label}: without ${per(t.without)} µs/op, with ${per(t.with)} µs/op (${(((b - a) / a) * 100).toFixed(1)}%)`);
+  // Per pair of neighbouring rounds: the load of a shared machine drifts more slowly than that.
+  const paired = median(t.with.map((w, i) => w / (t.without[i] ?? NaN)));
+  const pct = (x: number): string => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`;
+  console.log(
+    `${label}: without ${per(t.without)} µs/op, with ${per(t.with)} µs/op (medians ${pct((b - a) / a)}, paired ${pct(paired - 1)})`,
+  );
 }
 
 const server = await startPostgres();
