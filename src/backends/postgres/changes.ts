@@ -1,8 +1,8 @@
 /**
  * `changes()` of the PostgreSQL backend: every transaction that writes a lock's holders or
- * queue sends `pg_notify(<table>_watch, lockId)` when somebody watches, delivered on commit; each watch LISTENs on
- * its own pooled connection, reconnects after a loss and then says so with `null`
- * (docs/backends/postgres.md, "Watching").
+ * queue sends `pg_notify(<table>_watch, lockId)` while somebody watches, delivered on commit;
+ * each watch LISTENs on its own pooled connection, reconnects after a loss and then says so
+ * with `null` (docs/backends/postgres.md, "Watching").
  */
 import type pg from 'pg';
 import { PgListener } from './listener.js';
@@ -33,7 +33,11 @@ export async function* pgChanges(pool: pg.Pool, channel: string, prefix: string,
     (lockId) => {
       if (lockId !== undefined && lockId.startsWith(prefix)) push(lockId);
     },
-    () => push(null),
+    () => {
+      // Ids heard before the advisory lock was in place are covered by the listing `null` asks for.
+      pending.length = 0;
+      push(null);
+    },
     { text: `SELECT pg_advisory_lock_shared(${WATCHED_KEY})`, values: [channel] },
   );
   let stopped: Promise<void> | undefined;
