@@ -134,6 +134,7 @@ async function open(pool: pg.Pool, ownsPool: boolean, o: PostgresOptions): Promi
   const engine = new PgEngine(pool, {
     tables,
     channel: `${prefix}_changes`,
+    watchChannel: `${prefix}_watch`,
     lockTimeoutMs: o.lockTimeoutMs ?? 2_000,
     listen: o.listen ?? true,
     ownsPool,
