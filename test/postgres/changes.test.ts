@@ -2,20 +2,21 @@
  * `changes()` of the PostgreSQL backend against a real server (docs/backends/postgres.md,
  * "Watching"): `null` once listening, then the ids another locker's writes touch, only under
  * the prefix; a killed LISTEN connection comes back with `null`; an abort drops the connection.
+ * All with `?watch=notify`; without it (the default) no watch statement runs and there is no `changes()`.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import pg from 'pg';
 import { createLocker, type Locker } from '../../src/index.js';
-import { createPostgresBackend, type SqlBackend } from '../../src/backends/postgres/index.js';
+import { createPostgresBackend, parsePostgresUrl, type SqlBackend } from '../../src/backends/postgres/index.js';
 import { admin, startPostgres } from '../../scripts/servers/postgres.js';
 import { eventually, useServer, waitingOn } from '../helpers.js';
 
 const server = await useServer(() => startPostgres());
 const node = server.nodes[0]!;
 const T = { timeout: 60_000 };
-const url = `${server.url}?migrate=true`;
+const url = `${server.url}?migrate=true&watch=notify`;
 
 /** A running `changes()` iteration: what it yielded so far, and when it ended. */
 interface Watch {
@@ -40,7 +41,7 @@ function watch(b: SqlBackend, prefix: string): Watch {
 
 const pool = new pg.Pool({ connectionString: server.url, max: 6 });
 pool.on('error', () => undefined);
-const backend = await createPostgresBackend(pool, { migrate: true });
+const backend = await createPostgresBackend(pool, { migrate: true, watch: 'notify' });
 const lockers: Locker[] = [];
 function locker(): Locker {
   const l = createLocker(url);
@@ -128,7 +129,7 @@ async function abortDropsConnection(): Promise<void> {
 
 /** listen=false: no changes(), yet its writes notify the watches of others; close() ends a backend's watches. */
 async function notListening(): Promise<void> {
-  const quiet = await createPostgresBackend(server.url, { listen: false });
+  const quiet = await createPostgresBackend(server.url, { listen: false, watch: 'notify' });
   assert.equal(quiet.changes, undefined);
   const p = prefix();
   const w = watch(backend, p);
@@ -138,7 +139,7 @@ async function notListening(): Promise<void> {
   await w.until(`${p}quiet`);
   await held.release();
   await l.close();
-  const other = await createPostgresBackend(server.url);
+  const other = await createPostgresBackend(server.url, { watch: 'notify' });
   const mine = watch(other, p);
   await mine.until(null);
   await other.close();
@@ -166,6 +167,53 @@ async function silentUnwatched(): Promise<void> {
   raw.release(true);
 }
 
+/** A backend over its own pool that records every query text its connections send. */
+async function counted(watch: 'poll' | 'notify' | undefined): Promise<{ backend: SqlBackend; sent: string[]; end: () => Promise<void> }> {
+  const own = new pg.Pool({ connectionString: server.url, max: 3 });
+  own.on('error', () => undefined);
+  const sent: string[] = [];
+  own.on('connect', (c) => {
+    const query = c.query.bind(c) as (...args: unknown[]) => unknown;
+    (c as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      const q = args[0];
+      sent.push(typeof q === 'string' ? q : String((q as { text?: unknown } | undefined)?.text));
+      return query(...args);
+    };
+  });
+  const b = await createPostgresBackend(own, watch === undefined ? {} : { watch });
+  return { backend: b, sent, end: async () => (await b.close(), await own.end()) };
+}
+
+/** The default (no `watch` parameter): no `changes()`, no advisory check nor NOTIFY in any write, even while another client watches. */
+async function optIn(): Promise<void> {
+  assert.equal(parsePostgresUrl(new URL(server.url)).options.watch, 'poll');
+  assert.equal(parsePostgresUrl(new URL(`${server.url}?watch=notify`)).options.watch, 'notify');
+  assert.throws(() => parsePostgresUrl(new URL(`${server.url}?watch=yes`)), /watch/);
+  const p = prefix();
+  const w = watch(backend, p);
+  await w.until(null);
+  const plain = await counted(undefined);
+  const opted = await counted('notify');
+  assert.equal(plain.backend.changes, undefined);
+  const byUrl = await createPostgresBackend(server.url);
+  assert.equal(byUrl.changes, undefined);
+  await byUrl.close();
+  const [a, b] = [createLocker(plain.backend), createLocker(opted.backend)];
+  const mark = { plain: plain.sent.length, opted: opted.sent.length };
+  await (await a.lock(`${p}plain`, { ttlMs: 30_000 })).release();
+  await (await b.lock(`${p}opted`, { ttlMs: 30_000 })).release();
+  await w.until(`${p}opted`);
+  const watchStatements = (qs: string[]): number => qs.filter((q) => /pg_try_advisory_xact_lock|locksmith_watch/.test(q)).length;
+  assert.equal(watchStatements(plain.sent.slice(mark.plain)), 0);
+  // The acquire and the release commits of the opted-in client each carry the check.
+  assert.equal(watchStatements(opted.sent.slice(mark.opted)), 2);
+  assert.ok(!w.seen.includes(`${p}plain`), 'the default client sent no NOTIFY');
+  await Promise.all([a.close(), b.close()]);
+  await Promise.all([plain.end(), opted.end()]);
+  w.stop.abort();
+  await w.ended;
+}
+
 describe('postgres: changes()', () => {
   test('null first, then acquire, a waiter joining, release and forceRelease each name the id', T, namesEveryWrite);
   test('an id outside the prefix is not reported', T, filtersByPrefix);
@@ -173,4 +221,5 @@ describe('postgres: changes()', () => {
   test('a backend without LISTEN has no changes() but notifies; close() ends its watches', T, notListening);
   test('nobody watching: no NOTIFY is sent', T, silentUnwatched);
   test('aborting ends the iteration and gives the connection back', T, abortDropsConnection);
+  test('without ?watch=notify: no changes(), no watch statement nor NOTIFY in any write', T, optIn);
 });

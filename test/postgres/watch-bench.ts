@@ -17,7 +17,7 @@ import { startPostgres } from '../../scripts/servers/postgres.js';
 const ROUNDS = Number(process.env['ROUNDS'] ?? 12);
 const OPS = Number(process.env['OPS'] ?? 300);
 
-/** A locker over its own pool; `notify` false leaves the watch NOTIFY out. */
+/** A locker over its own pool; `notify` false is the default `watch=poll` (no watch statement). */
 async function lockerOf(url: string, notify: boolean): Promise<{ locker: Locker; backend: SqlBackend }> {
   const pool = new pg.Pool({ connectionString: url, max: 4 });
   pool.on('error', () => undefined);
@@ -27,9 +27,9 @@ async function lockerOf(url: string, notify: boolean): Promise<{ locker: Locker;
     watchChannel: 'locksmith_watch',
     lockTimeoutMs: 2_000,
     listen: true,
+    watch: notify,
     ownsPool: true,
   });
-  if (!notify) engine.touched = () => [];
   const backend = new SqlBackend(engine, { sweepMs: 0, pollMs: 250, secrets: [] });
   await engine.start();
   return { locker: createLocker(backend), backend };

@@ -23,6 +23,8 @@ export interface PgEngineOptions {
   readonly lockTimeoutMs: number;
   /** LISTEN for wake-ups (false behind a transaction-pooling proxy: polling only). */
   readonly listen: boolean;
+  /** Tell watchers of every write and offer `changes()` (false: no statement of it runs; watches poll). */
+  readonly watch: boolean;
   /** End the pool on close (true when the backend created it). */
   readonly ownsPool: boolean;
 }
@@ -68,6 +70,10 @@ export class PgEngine implements SqlEngine {
   readonly binaryId = 'lock_id COLLATE "C"';
   readonly tables: SqlTables;
   readonly notifies: boolean;
+  /** Absent unless `watch`: the writes then carry no extra statement (docs/backends/postgres.md, "Watching"). */
+  readonly touched?: (lockId: string) => Stmt[];
+  /** Absent unless `watch`: the core's `watch()` then polls `list`. */
+  readonly changes?: (prefix: string, signal: AbortSignal) => AsyncIterable<string | null>;
   readonly #pool: pg.Pool;
   readonly #options: PgEngineOptions;
   readonly #begin: string;
@@ -86,6 +92,10 @@ export class PgEngine implements SqlEngine {
       `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${options.lockTimeoutMs}; ` +
       // A client paused inside a transaction must not keep the lock row locked for long.
       `SET LOCAL idle_in_transaction_session_timeout = ${Math.max(1_000, options.lockTimeoutMs)}`;
+    if (options.watch) {
+      this.touched = (lockId) => this.#touched(lockId);
+      this.changes = (prefix, signal) => this.#changes(prefix, signal);
+    }
   }
 
   /** Start the LISTEN connection (when listening). */
@@ -171,7 +181,7 @@ export class PgEngine implements SqlEngine {
     ];
   }
 
-  touched(lockId: string): Stmt[] {
+  #touched(lockId: string): Stmt[] {
     // Only while some watch holds its advisory lock: free otherwise (docs/backends/postgres.md, "Watching").
     const channel = this.#options.watchChannel;
     return [
@@ -182,7 +192,7 @@ export class PgEngine implements SqlEngine {
     ];
   }
 
-  changes(prefix: string, signal: AbortSignal): AsyncIterable<string | null> {
+  #changes(prefix: string, signal: AbortSignal): AsyncIterable<string | null> {
     // close() ends the watches too: their reconnect must not outlive the pool.
     return pgChanges(this.#pool, this.#options.watchChannel, prefix, AbortSignal.any([signal, this.#closing.signal]));
   }
