@@ -1,8 +1,9 @@
 /**
- * `changes()` of the PostgreSQL backend: every transaction that writes a lock's holders or
- * queue sends `pg_notify(<table>_watch, lockId)` while somebody watches, delivered on commit;
- * each watch LISTENs on its own pooled connection, reconnects after a loss and then says so
- * with `null` (docs/backends/postgres.md, "Watching").
+ * `changes()` of the PostgreSQL backend (only with `?watch=notify`): every transaction of such
+ * a client that writes a lock's holders or queue sends `pg_notify(<table>_watch, lockId)`
+ * while somebody watches, delivered on commit; each watch LISTENs on its own pooled
+ * connection, reconnects after a loss and then says so with `null` (docs/backends/postgres.md,
+ * "Watching").
  */
 import type pg from 'pg';
 import { PgListener } from './listener.js';
