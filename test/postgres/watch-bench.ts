@@ -1,8 +1,8 @@
 /**
  * Figure of docs/backends/postgres.md, "Watching" (a script, not a test: timings belong
- * here): the uncontended lock+release cost with the watch NOTIFY against the same code with
- * it left out, in alternating rounds (ABBA) on the same tables, first with nobody watching,
- * then with one `changes()` listening.
+ * here): the uncontended lock+release cost of `watch=notify` against the default `watch=poll`
+ * (no watch statement), in alternating rounds (ABBA) on the same tables, first with nobody
+ * watching, then with one `changes()` listening.
  *
  *   npx tsx test/postgres/watch-bench.ts
  */
