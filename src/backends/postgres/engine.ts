@@ -9,6 +9,7 @@ import type pg from 'pg';
 import { causeCode } from '../kit.js';
 import { big, micros } from '../sql/statements.js';
 import type { LockRow, SqlEngine, SqlResult, SqlTables, SqlTx, Stmt } from '../sql/types.js';
+import { pgChanges } from './changes.js';
 import { PgListener } from './listener.js';
 
 /** Options of a {@link PgEngine}. */
@@ -16,10 +17,14 @@ export interface PgEngineOptions {
   readonly tables: SqlTables;
   /** The NOTIFY channel (also the LISTEN one). */
   readonly channel: string;
+  /** The channel of `changes()`: every write of a lock's holders or queue names its id there. */
+  readonly watchChannel: string;
   /** Longest wait for another transaction's row lock before the attempt counts as contended. */
   readonly lockTimeoutMs: number;
   /** LISTEN for wake-ups (false behind a transaction-pooling proxy: polling only). */
   readonly listen: boolean;
+  /** Tell watchers of every write and offer `changes()` (false: no statement of it runs; watches poll). */
+  readonly watch: boolean;
   /** End the pool on close (true when the backend created it). */
   readonly ownsPool: boolean;
 }
@@ -65,12 +70,17 @@ export class PgEngine implements SqlEngine {
   readonly binaryId = 'lock_id COLLATE "C"';
   readonly tables: SqlTables;
   readonly notifies: boolean;
+  /** Absent unless `watch`: the writes then carry no extra statement (docs/backends/postgres.md, "Watching"). */
+  readonly touched?: (lockId: string) => Stmt[];
+  /** Absent unless `watch`: the core's `watch()` then polls `list`. */
+  readonly changes?: (prefix: string, signal: AbortSignal) => AsyncIterable<string | null>;
   readonly #pool: pg.Pool;
   readonly #options: PgEngineOptions;
   readonly #begin: string;
   #listener: PgListener | undefined;
   #listeners: ((lockId: string | undefined, head: bigint | undefined) => void)[] = [];
   /** Prefix of this engine's NOTIFY payloads: its own commits already woke its waiters. */
+  readonly #closing = new AbortController();
   readonly #origin = `${randomBytes(6).toString('hex')}:`;
 
   constructor(pool: pg.Pool, options: PgEngineOptions) {
@@ -82,6 +92,10 @@ export class PgEngine implements SqlEngine {
       `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${options.lockTimeoutMs}; ` +
       // A client paused inside a transaction must not keep the lock row locked for long.
       `SET LOCAL idle_in_transaction_session_timeout = ${Math.max(1_000, options.lockTimeoutMs)}`;
+    if (options.watch) {
+      this.touched = (lockId) => this.#touched(lockId);
+      this.changes = (prefix, signal) => this.#changes(prefix, signal);
+    }
   }
 
   /** Start the LISTEN connection (when listening). */
@@ -167,6 +181,22 @@ export class PgEngine implements SqlEngine {
     ];
   }
 
+  #touched(lockId: string): Stmt[] {
+    // Only while some watch holds its advisory lock: free otherwise (docs/backends/postgres.md, "Watching").
+    const channel = this.#options.watchChannel;
+    return [
+      {
+        sql: `SELECT pg_notify(?, ?) WHERE NOT pg_try_advisory_xact_lock(hashtext('locksmith-watch'), hashtext(?))`,
+        params: [channel, lockId, channel],
+      },
+    ];
+  }
+
+  #changes(prefix: string, signal: AbortSignal): AsyncIterable<string | null> {
+    // close() ends the watches too: their reconnect must not outlive the pool.
+    return pgChanges(this.#pool, this.#options.watchChannel, prefix, AbortSignal.any([signal, this.#closing.signal]));
+  }
+
   onChange(listener: (lockId: string | undefined, head: bigint | undefined) => void): void {
     this.#listeners.push(listener);
   }
@@ -190,6 +220,7 @@ export class PgEngine implements SqlEngine {
   }
 
   async close(): Promise<void> {
+    this.#closing.abort();
     await this.#listener?.close();
     this.#listeners = [];
     if (this.#options.ownsPool) await this.#pool.end();

@@ -27,6 +27,13 @@ export interface PostgresOptions {
   readonly sweepMs?: number;
   /** LISTEN for wake-ups (default true; false behind a transaction-pooling PgBouncer). */
   readonly listen?: boolean;
+  /**
+   * How `locker.watch()` learns of changes (default `'poll'`: it lists once a second, and lock
+   * operations run nothing extra). `'notify'`: every write also runs an advisory-lock check and,
+   * while somebody watches, a NOTIFY; set it on every client that writes the watched locks
+   * (docs/backends/postgres.md, "Watching").
+   */
+  readonly watch?: 'poll' | 'notify';
   /** Longest wait for another transaction's row lock (default 2000 ms). */
   readonly lockTimeoutMs?: number;
   /** Pool size when the backend creates the pool (default 10, plus the LISTEN connection). */
@@ -35,7 +42,8 @@ export interface PostgresOptions {
   readonly secrets?: readonly string[];
 }
 
-const PARAMETERS = ['table', 'migrate', 'pollMs', 'sweepMs', 'listen', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs'] as const;
+const WATCH_MODES = ['poll', 'notify'] as const;
+const PARAMETERS = ['table', 'migrate', 'pollMs', 'sweepMs', 'listen', 'watch', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs'] as const;
 
 /**
  * The pool settings and backend options of a `postgres://` URL (throws `InvalidArgumentError`).
@@ -64,6 +72,7 @@ export function parsePostgresUrl(url: URL, options: ConnectOptions = {}): { conf
       pollMs: q.int('pollMs', 250, { min: 1, max: 60_000 }),
       sweepMs: q.int('sweepMs', 60_000, { min: 0, max: 86_400_000 }),
       listen: q.bool('listen', true),
+      watch: q.oneOf('watch', WATCH_MODES, 'poll'),
       lockTimeoutMs: q.int('lockTimeoutMs', 2_000, { min: 1, max: 60_000 }),
       poolSize,
       secrets: secretsOf(url),
@@ -134,8 +143,10 @@ async function open(pool: pg.Pool, ownsPool: boolean, o: PostgresOptions): Promi
   const engine = new PgEngine(pool, {
     tables,
     channel: `${prefix}_changes`,
+    watchChannel: `${prefix}_watch`,
     lockTimeoutMs: o.lockTimeoutMs ?? 2_000,
     listen: o.listen ?? true,
+    watch: o.watch === 'notify',
     ownsPool,
   });
   const backend = new SqlBackend(engine, { sweepMs: o.sweepMs ?? 60_000, pollMs: o.pollMs ?? 250, secrets: o.secrets ?? [] });

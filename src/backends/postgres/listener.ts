@@ -16,15 +16,34 @@ export class PgListener {
   readonly #pool: pg.Pool;
   readonly #channel: string;
   readonly #onChange: (lockId: string | undefined) => void;
+  readonly #onListening: () => void;
+  readonly #then: pg.QueryConfig | undefined;
   #client: pg.PoolClient | undefined;
   #timer: NodeJS.Timeout | undefined;
   #retryMs = RETRY_MIN_MS;
   #closed = false;
 
-  constructor(pool: pg.Pool, channel: string, onChange: (lockId: string | undefined) => void) {
+  /**
+   * `then` runs on the connection after each LISTEN; `onListening` each time both are in place
+   * (the first time and after every reconnect).
+   */
+  constructor(
+    pool: pg.Pool,
+    channel: string,
+    onChange: (lockId: string | undefined) => void,
+    onListening = (): void => undefined,
+    then?: pg.QueryConfig,
+  ) {
+    this.#then = then;
     this.#pool = pool;
     this.#channel = channel;
     this.#onChange = onChange;
+    this.#onListening = onListening;
+  }
+
+  /** Connect and LISTEN, retrying with the reconnect's backoff until it works or {@link close}. */
+  keepTrying(): void {
+    this.start().then(undefined, () => this.#backoff());
   }
 
   /** Connect and LISTEN (rejects when the first connection fails). */
@@ -38,6 +57,7 @@ export class PgListener {
     });
     try {
       await client.query(`LISTEN ${this.#channel}`);
+      if (this.#then) await client.query(this.#then);
     } catch (err) {
       client.release(true);
       throw err;
@@ -48,6 +68,12 @@ export class PgListener {
     }
     this.#client = client;
     this.#retryMs = RETRY_MIN_MS;
+    this.#onListening();
+  }
+
+  #backoff(): void {
+    this.#retryMs = Math.min(RETRY_MAX_MS, this.#retryMs * 2);
+    this.#schedule();
   }
 
   #lost(client: pg.PoolClient): void {
@@ -64,10 +90,7 @@ export class PgListener {
       this.#timer = undefined;
       this.start().then(
         () => this.#onChange(undefined),
-        () => {
-          this.#retryMs = Math.min(RETRY_MAX_MS, this.#retryMs * 2);
-          this.#schedule();
-        },
+        () => this.#backoff(),
       );
     }, this.#retryMs);
     // Background: a reconnect must not keep the process alive.

@@ -72,6 +72,8 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   readonly #secrets: readonly string[];
   readonly #keepalive: QueueKeepalive;
   readonly #sweeper: Sweeper;
+  /** The ids under a prefix as their holders or queue change (only where the engine notifies; docs/backends/postgres.md, "Watching"). */
+  readonly changes?: (req: { readonly prefix: string; readonly signal: AbortSignal }) => AsyncIterable<string | null>;
   #closed = false;
 
   constructor(engine: SqlEngine, options: SqlBackendOptions) {
@@ -102,6 +104,8 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
       },
       options.sweepMs ?? 60_000,
     );
+    const changes = engine.changes?.bind(engine);
+    if (engine.notifies && changes) this.changes = (req) => changes(req.prefix, req.signal);
     engine.onChange((lockId, head) => (lockId === undefined ? this.#wakeups.wakeAll() : this.#wakeups.wake(lockId, head)));
   }
 
@@ -128,6 +132,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
       const writes = this.#st.purge(lockId, row.nowUs, v.staleHolders, v.staleWaiters);
       const s = this.#decide(req, row, v, writes);
       if (s.changed) writes.push(...this.#engine.announce(lockId));
+      if (writes.length > 0) writes.push(...(this.#engine.touched?.(lockId) ?? []));
       await tx.run(writes, true);
       return s;
     });
@@ -307,7 +312,8 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     value: (rs: readonly SqlResult[]) => T,
   ): Promise<T> {
     const lockStmts = this.#engine.lockRow(lockId);
-    const tail = changed === NEVER ? [] : [this.#st.head(lockId), ...this.#engine.announce(lockId)];
+    const tail =
+      changed === NEVER ? [] : [this.#st.head(lockId), ...this.#engine.announce(lockId), ...(this.#engine.touched?.(lockId) ?? [])];
     const rs = await this.#engine.transaction((tx) => tx.run([...lockStmts, ...stmts, ...tail], true));
     const mine = rs.slice(lockStmts.length, lockStmts.length + stmts.length);
     if (changed(mine)) {

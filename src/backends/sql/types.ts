@@ -76,6 +76,10 @@ export interface SqlEngine {
   announce(lockId: string): Stmt[];
   /** Deliver notifications: a lock id and its first waiter, or `undefined` when some may have been missed. */
   onChange(listener: (lockId: string | undefined, head: bigint | undefined) => void): void;
+  /** Statements that tell watchers, on commit, that the holders or queue of `lockId` were written (absent: nobody is told). */
+  touched?(lockId: string): Stmt[];
+  /** The ids under `prefix` as they are touched, `null` once listening and after each reconnect (absent: watches poll). */
+  changes?(prefix: string, signal: AbortSignal): AsyncIterable<string | null>;
   /** True when the engine delivers notifications (LISTEN/NOTIFY). */
   readonly notifies: boolean;
   /** A lock wait that timed out, a deadlock, a serialization failure: try again. */
