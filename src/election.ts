@@ -4,6 +4,7 @@
  * leadership is the lock's `signal`. See docs/recipes/election.md.
  */
 import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import { InvalidArgumentError } from './errors.js';
 import type { Lock } from './lock.js';
 import { sleep } from './util/time.js';
@@ -20,7 +21,7 @@ export interface ElectionLocker {
 export interface ElectionOptions {
   /**
    * This participant's name, shown by `leader()` to everybody (a host name, a pod name).
-   * At most 200 UTF-8 bytes, no `#`. @default `${hostname}:${pid}`
+   * At most 200 UTF-8 bytes, no `#`. @default {@link defaultParticipantId}: `${os.hostname()}:${pid}`
    */
   readonly id?: string;
   /**
@@ -70,7 +71,7 @@ export class Election {
   constructor(locker: ElectionLocker, name: string, options: ElectionOptions = {}) {
     this.#locker = locker;
     this.name = name;
-    this.id = validateParticipant(options.id ?? `${process.env.HOSTNAME ?? 'host'}:${process.pid}`);
+    this.id = validateParticipant(options.id ?? defaultParticipantId());
     this.#observeEveryMs = options.observeEveryMs === undefined ? 500 : validateDuration(options.observeEveryMs, 'observeEveryMs');
   }
 
@@ -193,6 +194,28 @@ interface LockWatcher {
 
 function isLockWatcher(backend: object): backend is LockWatcher {
   return typeof (backend as Partial<LockWatcher>).watchLock === 'function';
+}
+
+/** Room left for `:pid` within the 200-byte participant id. */
+const MAX_HOST_BYTES = 180;
+
+/**
+ * The default participant id, `host:pid`, so that `leader()` names the machine that leads.
+ * `os.hostname()`, not `$HOSTNAME`: that variable is a shell's, unset in most services. A
+ * host name is whatever the OS holds, so what no backend could store (`#`, NUL, a lone
+ * surrogate) becomes `_` and it is cut, on a character boundary, to keep the id within 200
+ * bytes (docs/recipes/election.md).
+ */
+export function defaultParticipantId(host: string = hostname(), pid: number = process.pid): string {
+  let name = '';
+  let bytes = 0;
+  // eslint-disable-next-line no-control-regex -- NUL is exactly what no backend stores
+  for (const ch of host.replace(/[#\u0000\p{Cs}]/gu, '_')) {
+    bytes += Buffer.byteLength(ch, 'utf8');
+    if (bytes > MAX_HOST_BYTES) break;
+    name += ch;
+  }
+  return `${name || 'localhost'}:${pid}`;
 }
 
 function validateParticipant(id: unknown): string {
