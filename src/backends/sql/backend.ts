@@ -265,11 +265,15 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   async extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
     let held: boolean;
     try {
-      held = await this.#oneTrip(
-        grant.lockId,
-        [this.#st.extend(grant.lockId, grant.token, grant.ownerId, ttlMs)],
-        NEVER,
-        (rs) => (rs[0]?.affected ?? 0) > 0,
+      // A renewal sets the expiry again from the database's now: sent twice, it vouches for no
+      // less (the lease counts from the first send), so a dropped pooled connection is retried.
+      held = await this.#retryLost(() =>
+        this.#oneTrip(
+          grant.lockId,
+          [this.#st.extend(grant.lockId, grant.token, grant.ownerId, ttlMs)],
+          NEVER,
+          (rs) => (rs[0]?.affected ?? 0) > 0,
+        ),
       );
     } catch (err) {
       throw this.#fail(`extend of '${grant.lockId}'`, err);
@@ -367,6 +371,18 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
    * nothing can have been committed: the first round trip carried no COMMIT, or the work only
    * reads (`readOnly`). A lost COMMIT may have happened, and is never repeated.
    */
+  /** `call` (idempotent) again on a fresh connection when the server dropped the one it got. */
+  async #retryLost<T>(call: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await call();
+      } catch (err) {
+        if (attempt >= LOST_CONNECTION_TRIES || this.#closed || !this.#engine.isConnectionLost(err)) throw err;
+      }
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
   async #transaction<T>(work: (tx: SqlTx) => Promise<T>, readOnly = false): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       let trips = 0;
