@@ -2,10 +2,13 @@
  * The ATM scenario of the README: an account holds 200, several ATMs withdraw 150
  * at the same moment. Without a lock each ATM sees enough money and the balance goes
  * negative; with `locker.lock` exactly one withdrawal succeeds, fenced by its token.
+ * Then the distributed scenes (src/cli/demo-scenes.ts): ATM processes on `file://`, and a
+ * paused holder whose late write the fenced resource refuses.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLocker, FencedResource } from '../index.js';
 import { shownUrl } from './backend.js';
+import { atmProcesses, pausedHolder, type PausedOutcome, type ProcessesOutcome } from './demo-scenes.js';
 
 /** Outcome of one run of the scenario. */
 export interface DemoOutcome {
@@ -24,6 +27,16 @@ export interface DemoOptions {
   /** Backend URL for the locked run (default: the embedded `memory://`). */
   readonly backend?: string;
   readonly write?: (line: string) => void;
+  /** Run the distributed scenes (child processes on `file://`). @default true */
+  readonly scenes?: boolean;
+}
+
+/** Outcomes of {@link runDemo}; the scenes' are absent when `scenes` is false. */
+export interface DemoResult {
+  readonly unlocked: DemoOutcome;
+  readonly locked: DemoOutcome;
+  readonly processes?: ProcessesOutcome;
+  readonly paused?: PausedOutcome;
 }
 
 /** Simulated round trip to the bank's database: the window in which races happen. */
@@ -76,8 +89,8 @@ async function withLock(atms: number, initial: number, amount: number, backend: 
   return { finalBalance: account.peek(), withdrawals: tokens.length, refusals, tokens };
 }
 
-/** Run the scenario without and with a lock and print both outcomes. */
-export async function runDemo(options: DemoOptions = {}): Promise<{ unlocked: DemoOutcome; locked: DemoOutcome }> {
+/** Run the scenario without and with a lock, then the distributed scenes, and print the outcomes. */
+export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
   const atms = options.atms ?? 4;
   const initial = options.initial ?? 200;
   const amount = options.amount ?? 150;
@@ -96,5 +109,12 @@ export async function runDemo(options: DemoOptions = {}): Promise<{ unlocked: De
   write(`  withdrawals paid out: ${locked.withdrawals}, refused: ${locked.refusals}`);
   write(`  final balance: ${locked.finalBalance}${locked.finalBalance >= 0 ? '   <-- never negative' : '   <-- NEGATIVE (a bug!)'}`);
   write(`  fencing tokens of the successful withdrawals: ${locked.tokens.map(String).join(', ') || '(none)'}`);
-  return { unlocked, locked };
+  if (options.scenes === false) return { unlocked, locked };
+  write('');
+  const processes = await atmProcesses(6, 500, amount, write);
+  write('');
+  // SIGSTOP is how a GC pause or a frozen VM looks from outside; Windows has no such signal.
+  if (process.platform === 'win32') return { unlocked, locked, processes };
+  const paused = await pausedHolder(300, write);
+  return { unlocked, locked, processes, paused };
 }

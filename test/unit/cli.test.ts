@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { EventEmitter } from 'node:events';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLocker } from '../../src/index.js';
 import { runDemo } from '../../src/cli/demo.js';
@@ -31,12 +34,40 @@ const base: Omit<RunOptions, 'lockId' | 'command'> = {
 
 test('the demo: without a lock the balance goes negative, with a lock it never does', async () => {
   const lines: string[] = [];
-  const { unlocked, locked } = await runDemo({ write: (l) => lines.push(l) });
+  const { unlocked, locked } = await runDemo({ write: (l) => lines.push(l), scenes: false });
   assert.ok(unlocked.finalBalance < 0);
   assert.equal(locked.finalBalance, 50);
   assert.equal(locked.withdrawals, 1);
   assert.equal(locked.tokens.length, 1);
   assert.ok(lines.some((l) => l.includes('fencing tokens')));
+});
+
+test('the demo: ATM processes on file:// never overdraw; a paused holder is refused by its stale token', async () => {
+  const lines: string[] = [];
+  // A private TMPDIR, so that the clean-up check sees only this run's temp dirs.
+  const scratch = await mkdtemp(join(tmpdir(), 'cli-demo-'));
+  const saved = process.env.TMPDIR;
+  process.env.TMPDIR = scratch;
+  const { processes, paused } = await runDemo({ write: (l) => lines.push(l) }).finally(() => {
+    if (saved === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = saved;
+  });
+  const left = (await readdir(scratch)).filter((f) => f.startsWith('locksmith-demo-'));
+  await rm(scratch, { recursive: true, force: true });
+  assert.deepEqual(left, [], 'the demo removed its temp dirs');
+  assert.ok(processes, 'the processes scene ran');
+  assert.equal(processes.finalBalance, 50);
+  assert.equal(processes.withdrawals, 3);
+  assert.equal(processes.refusals, 3);
+  assert.deepEqual(processes.tokens, [1n, 2n, 3n, 4n, 5n, 6n]);
+  assert.equal(lines.filter((l) => / ATM \d \(pid \d+\) token \d: (paid|refused)/.test(l)).length, 6);
+  assert.ok(lines.some((l) => l.includes('final balance: 50   <-- never negative; tokens grow')));
+  if (process.platform === 'win32') return;
+  assert.ok(paused, 'the paused holder scene ran');
+  assert.ok(paused.newToken > paused.staleToken);
+  assert.equal(paused.refusal?.code, 'STALE_TOKEN');
+  assert.equal(paused.value, 'final by B');
+  assert.ok(lines.some((l) => /A resumes and writes with its old token \d+: refused, StaleTokenError/.test(l)));
 });
 
 test('locksmith run passes the token, lock id and owner to the child and exits with its status', async () => {
