@@ -46,11 +46,15 @@ function addStatus(cmd: Command, out: Output): void {
 function addDemo(cmd: Command): void {
   cmd
     .command('demo')
-    .description('the ATM scenario: withdrawals without a lock (the balance goes negative) and with one')
-    .option('-b, --backend <url>', 'backend for the locked run', 'memory://demo')
+    .description(
+      'the ATM scenario (without a lock the balance goes negative, with one it never does), then ATM processes on file:// and a paused holder refused by the fence',
+    )
+    .option('-b, --backend <url>', 'backend for the locked in-process run', 'memory://demo')
     .action(async (opts: { backend: string }) => {
-      const { unlocked, locked } = await runDemo({ backend: opts.backend });
-      if (!(unlocked.finalBalance < 0 && locked.finalBalance >= 0)) process.exitCode = 1;
+      const { unlocked, locked, processes, paused } = await runDemo({ backend: opts.backend });
+      const shown = unlocked.finalBalance < 0 && locked.finalBalance >= 0;
+      const distributed = (processes?.finalBalance ?? 0) >= 0 && (paused === undefined || paused.refusal !== undefined);
+      if (!shown || !distributed) process.exitCode = 1;
     });
 }
 
