@@ -48,7 +48,7 @@ export interface RunOnceOptions {
 /** What `Locker.runOnce` resolves: the job ran here (with its value), or another instance held the lock. */
 export type RunOnceResult<T> = { readonly status: 'ran'; readonly value: T; readonly token: bigint } | { readonly status: 'skipped' };
 
-/** @internal Let a hold run out on the backend: no release on `close()`, no renewal. */
+/** How the locker lets a hold run out on the backend: no release on `close()`, no renewal. */
 export type KeepOnBackend = (lock: Lock) => void;
 
 const KNOWN = new Set(['atMostForMs', 'atLeastForMs', 'signal']);
