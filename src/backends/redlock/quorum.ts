@@ -3,7 +3,7 @@
  * other: a dead master costs its short per-node timeout, not the sum of them), each reply
  * classified as granted, refused, error or timeout. See docs/backends/redlock.md.
  */
-import { BackendUnavailableError, InvalidArgumentError, QuorumError, withDeadline, type NodeResult } from '../kit.js';
+import { BackendUnavailableError, InvalidArgumentError, QuorumError, type NodeResult } from '../kit.js';
 import type { RedisSubscriberClient } from '../redis-wire/clients.js';
 import type { RedisCommands } from '../redis-wire/commands.js';
 
@@ -156,12 +156,34 @@ export function nodeBound(ttlMs: number, nodeTimeoutMs: number, explicit: boolea
  */
 export function boundReply<T>(p: Promise<T>, timeoutMs: number | undefined, node: string, what: string): Promise<T> {
   if (timeoutMs === undefined) return p;
-  return withDeadline(p, {
-    timeoutMs,
-    onTimeout: () =>
-      new BackendUnavailableError('redlock', `redlock ${what} got no reply within ${timeoutMs} ms (${node})`, {
-        context: { timeoutMs, node },
-      }),
+  return new Promise<T>((resolve, reject) => {
+    let done = false;
+    const give = (): void => {
+      if (done) return;
+      done = true;
+      reject(
+        new BackendUnavailableError('redlock', `redlock ${what} got no reply within ${timeoutMs} ms (${node})`, {
+          context: { timeoutMs, node },
+        }),
+      );
+    };
+    // Give up only after the next poll phase: a reply that arrived while the event loop was
+    // stalled is read there and is a reply, not a timeout (as in ../redis-wire/commands.ts).
+    const timer = setTimeout(() => setImmediate(give), timeoutMs);
+    p.then(
+      (v) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e: unknown) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        reject(e);
+      },
+    );
   });
 }
 
