@@ -216,7 +216,10 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     if (granted(replies).length < this.#quorum) return undefined;
     const reads = replies.map((r) => ({ ...r, value: r.value?.granted ? r.value.read : undefined }));
     const { keys } = this.#keys(req.lockId);
-    const token = await this.#tokens.settle(req.lockId, proposal, reads, (n, s, t) => n.commands.eval(s, keys, [value, t.toString()]));
+    const bound = nodeBound(req.ttlMs, this.#nodeTimeoutMs, this.#explicitTimeout);
+    const write = (n: RedlockNode, s: Parameters<RedlockNode['commands']['eval']>[0], t: bigint): Promise<unknown> =>
+      boundReply(n.commands.eval(s, keys, [value, t.toString()]), bound, n.label, 'token write');
+    const token = await this.#tokens.settle(req.lockId, proposal, reads, write);
     if (token === undefined) return undefined;
     // Redlock step 3: the time spent reaching the masters (and writing the token) must leave
     // a positive validity; a grant with none is never returned.
