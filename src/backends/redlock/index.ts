@@ -25,7 +25,6 @@ import { majority } from './quorum.js';
 import { RedlockBackend, type RedlockBackendOptions } from './backend.js';
 
 export { RedlockBackend, REDLOCK_CAPABILITIES } from './backend.js';
-export { DEFAULT_MAX_EXTENSIONS, TTL_PER_NODE_TIMEOUT } from './quorum.js';
 export type { RedlockBackendOptions, RedlockGrantData, RedlockTicket } from './backend.js';
 export type { RedisClientLike } from '../redis-wire/clients.js';
 
