@@ -29,7 +29,20 @@ import type { ListPage, ListRequest } from '../../backend.js';
 import { keyBase, lockIdAt, whoRecord } from '../redis-wire/keys.js';
 import { lockPattern, readCursor, scanPage, writeCursor, type Scan } from '../redis-wire/scan.js';
 import { classifyInspect, endedHolds, firstHolding, stateOf, type InspectReply } from './observe.js';
-import { fanOut, granted, majority, quorumError, quorumUnreachable, type NodeReply, type RedlockNode } from './quorum.js';
+import {
+  boundReply,
+  DEFAULT_MAX_EXTENSIONS,
+  DEFAULT_NODE_TIMEOUT_MS,
+  fanOut,
+  granted,
+  majority,
+  nodeBound,
+  quorumError,
+  quorumUnreachable,
+  splitBackoffMs,
+  type NodeReply,
+  type RedlockNode,
+} from './quorum.js';
 import { ACQUIRE, EXTEND, FORCE, INSPECT, INSPECT_MANY, RELEASE } from './scripts.js';
 import { TokenRegister, type RegisterRead } from './token.js';
 import { Wakeups, type Watch } from './wake.js';
@@ -38,13 +51,17 @@ import { Wakeups, type Watch } from './wake.js';
 export interface RedlockBackendOptions {
   /** Prefix of every key and channel. @default 'locksmith:' */
   readonly prefix?: string;
-  /** Bound on one master's reply; a dead master costs this much, not the ttl. @default 200 */
+  /**
+   * Bound on one master's reply; a dead master costs this much, not the ttl. Must be at most
+   * ttl / 10 (TTL_PER_NODE_TIMEOUT) (a longer ttl is refused with `InvalidArgumentError`);
+   * left unset, it is 200 ms, or ttl / 10 for a ttl under 2 s. @default 200
+   */
   readonly nodeTimeoutMs?: number;
   /** Clock drift allowance per ms of ttl (Redlock's `ttl · driftFactor + 2 ms`). @default 0.01 */
   readonly driftFactor?: number;
-  /** Renewals allowed per hold; the next one gives the lock up. @default Infinity (no cap) */
+  /** Renewals allowed per hold; the next one gives the lock up. @default {@link DEFAULT_MAX_EXTENSIONS} */
   readonly maxExtensions?: number;
-  /** Upper bound of the random delay before retrying after a split vote. @default 50 */
+  /** Random extra delay (up to this) over the attempt-scaled back-off after a split vote. @default 50 */
   readonly retryJitterMs?: number;
   /** Longest wait without a message before re-attempting. @default 1000 */
   readonly pollMs?: number;
@@ -67,6 +84,8 @@ export interface RedlockTicket {
   readonly hintMs: number;
   /** The last attempt was a split vote: retry after a random delay (Redlock's back-off). */
   readonly split: boolean;
+  /** How long the last attempt took (ms): the back-off after a split vote scales with it. */
+  readonly attemptMs: number;
 }
 
 /** What a grant carries: the random value the masters hold, and its renewals so far. */
@@ -102,6 +121,8 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
   readonly #driftFactor: number;
   readonly #maxExtensions: number;
   readonly #retryJitterMs: number;
+  readonly #nodeTimeoutMs: number;
+  readonly #explicitTimeout: boolean;
   readonly #pollMs: number;
   readonly #ownsClients: boolean;
   readonly #tokens = new TokenRegister();
@@ -114,7 +135,9 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     this.#clients = clients;
     this.#prefix = options.prefix ?? 'locksmith:';
     this.#driftFactor = options.driftFactor ?? 0.01;
-    this.#maxExtensions = options.maxExtensions ?? Number.POSITIVE_INFINITY;
+    this.#maxExtensions = options.maxExtensions ?? DEFAULT_MAX_EXTENSIONS;
+    this.#nodeTimeoutMs = options.nodeTimeoutMs ?? DEFAULT_NODE_TIMEOUT_MS;
+    this.#explicitTimeout = options.nodeTimeoutMs !== undefined;
     this.#retryJitterMs = options.retryJitterMs ?? 50;
     this.#pollMs = options.pollMs ?? 1_000;
     this.#ownsClients = options.ownsClients ?? false;
@@ -122,7 +145,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
       const label = options.labels?.[i] ?? `redlock node ${i}`;
       const commands = new RedisCommands(client, {
         engine: 'redlock',
-        timeoutMs: options.nodeTimeoutMs ?? 200,
+        timeoutMs: this.#nodeTimeoutMs,
         label,
         ...(options.secrets ? { secrets: options.secrets } : {}),
       });
@@ -148,11 +171,12 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     const seen = req.ticket?.watch.seen ?? 0;
     const subscribed = req.ticket?.watch.subscribed ?? false;
     const who = whoRecord(req.lockId, req.identity);
+    const bound = nodeBound(req.ttlMs, this.#nodeTimeoutMs, this.#explicitTimeout);
     const t1 = performance.now();
     const proposal = this.#tokens.propose(req.lockId);
     const sent = fanOut(
       this.#nodes,
-      (n) => n.commands.eval(ACQUIRE, keys, [value, req.ttlMs, proposal.toString(), who]),
+      (n) => boundReply(n.commands.eval(ACQUIRE, keys, [value, req.ttlMs, proposal.toString(), who]), bound, n.label, 'acquire'),
       classifyAcquire,
       this.#quorum,
     );
@@ -165,6 +189,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
       throw err;
     }
     const grant = await this.#grantOf(req, value, proposal, replies, t1);
+    const attemptMs = performance.now() - t1;
     if (grant) {
       if (req.ticket) this.#wake.unwatch(req.ticket.watch);
       return { granted: true, grant };
@@ -176,7 +201,8 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     if (!req.wait) return { granted: false, contended: { ticket: undefined } };
     const watch = req.ticket?.watch ?? this.#wake.watch(this.#keys(req.lockId).channel);
     const yes = granted(replies).length;
-    return { granted: false, contended: { ticket: { watch, seen, subscribed, hintMs: hintOf(replies), split: yes > 0 } } };
+    const ticket = { watch, seen, subscribed, hintMs: hintOf(replies), split: yes > 0, attemptMs };
+    return { granted: false, contended: { ticket } };
   }
 
   /** The grant of an attempt, or undefined when it did not win (majority, token, validity). */
@@ -190,7 +216,10 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     if (granted(replies).length < this.#quorum) return undefined;
     const reads = replies.map((r) => ({ ...r, value: r.value?.granted ? r.value.read : undefined }));
     const { keys } = this.#keys(req.lockId);
-    const token = await this.#tokens.settle(req.lockId, proposal, reads, (n, s, t) => n.commands.eval(s, keys, [value, t.toString()]));
+    const bound = nodeBound(req.ttlMs, this.#nodeTimeoutMs, this.#explicitTimeout);
+    const write = (n: RedlockNode, s: Parameters<RedlockNode['commands']['eval']>[0], t: bigint): Promise<unknown> =>
+      boundReply(n.commands.eval(s, keys, [value, t.toString()]), bound, n.label, 'token write');
+    const token = await this.#tokens.settle(req.lockId, proposal, reads, write);
     if (token === undefined) return undefined;
     // Redlock step 3: the time spent reaching the masters (and writing the token) must leave
     // a positive validity; a grant with none is never returned.
@@ -240,8 +269,10 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     signal.throwIfAborted();
     this.#assertOpen();
     const jitter = Math.random() * this.#retryJitterMs;
-    // After a split vote every contender backs off for a random time, so they desynchronise.
-    if (!ticket || ticket.split) return sleep(jitter, signal);
+    if (!ticket) return sleep(jitter, signal);
+    // After a split vote every contender backs off for a random time comparable to an
+    // attempt, so that one of them can complete a whole attempt alone.
+    if (ticket.split) return sleep(splitBackoffMs(ticket.attemptMs, this.#retryJitterMs), signal);
     const poll = this.#pollMs * (0.8 + 0.4 * Math.random());
     const delay = ticket.hintMs > 0 ? Math.min(ticket.hintMs + 1 + jitter, poll) : poll;
     await this.#wake.wait(ticket.watch, ticket.seen, ticket.subscribed, delay, signal);
@@ -260,10 +291,11 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
       throw new LockLostError(grant.lockId, 'expired', { context: { backend: this.name, maxExtensions: this.#maxExtensions } });
     }
     const { keys } = this.#keys(grant.lockId);
+    const bound = nodeBound(ttlMs, this.#nodeTimeoutMs, this.#explicitTimeout);
     const t1 = performance.now();
     const replies = await fanOut(
       this.#nodes,
-      (n) => n.commands.eval(EXTEND, [keys[0], keys[2]], [grant.data.value, ttlMs]),
+      (n) => boundReply(n.commands.eval(EXTEND, [keys[0], keys[2]], [grant.data.value, ttlMs]), bound, n.label, 'extend'),
       (reply) => ({ ok: reply === 1, value: undefined }),
       this.#quorum,
     );

@@ -3,7 +3,7 @@
  * other: a dead master costs its short per-node timeout, not the sum of them), each reply
  * classified as granted, refused, error or timeout. See docs/backends/redlock.md.
  */
-import { BackendUnavailableError, QuorumError, type NodeResult } from '../kit.js';
+import { BackendUnavailableError, InvalidArgumentError, QuorumError, type NodeResult } from '../kit.js';
 import type { RedisSubscriberClient } from '../redis-wire/clients.js';
 import type { RedisCommands } from '../redis-wire/commands.js';
 
@@ -112,6 +112,91 @@ export function quorumError(what: string, replies: readonly NodeReply<unknown>[]
   return new QuorumError(`redlock ${what}: a majority (${needed} of ${replies.length}) cannot be reached (${summary})`, nodes, {
     context: { backend: 'redlock', needed },
   });
+}
+
+/**
+ * Default cap on the renewals of one hold. Redlock asks for a limit so that a holder that is
+ * alive but stuck cannot keep a lock from everyone forever; 1000 renewals at ttl/3 is about
+ * 333 ttls (56 min at the default 10 s): far beyond an ordinary critical section, and a finite
+ * bound. See docs/backends/redlock.md, "Renewals".
+ */
+export const DEFAULT_MAX_EXTENSIONS = 1000;
+
+/**
+ * The ttl must be at least this many per-master timeouts: a slow master then eats at most a
+ * tenth of the validity per round trip (docs/backends/redlock.md, "Timeouts").
+ */
+export const TTL_PER_NODE_TIMEOUT = 10;
+
+/** The per-master timeout when none is given. */
+export const DEFAULT_NODE_TIMEOUT_MS = 200;
+
+/**
+ * The per-master bound of an operation with this ttl: undefined when the configured timeout
+ * already keeps the ratio; ttl / 10 when the default does not; an explicit timeout that does
+ * not is refused (docs/backends/redlock.md, "Timeouts").
+ */
+export function nodeBound(ttlMs: number, nodeTimeoutMs: number, explicit: boolean): number | undefined {
+  const limit = ttlMs / TTL_PER_NODE_TIMEOUT;
+  if (nodeTimeoutMs <= limit) return undefined;
+  if (explicit) {
+    throw new InvalidArgumentError(
+      'nodeTimeoutMs',
+      `redlock nodeTimeoutMs (${nodeTimeoutMs} ms) must be at most ttl / ${TTL_PER_NODE_TIMEOUT} (ttl ${ttlMs} ms)`,
+      { context: { nodeTimeoutMs, ttlMs } },
+    );
+  }
+  return Math.max(1, Math.floor(limit));
+}
+
+/**
+ * `p` bounded by `timeoutMs` for one master (undefined: the command layer's own bound is
+ * enough); the timeout is classified as such by {@link fanOut}. A reply that lands later is
+ * ignored here: the caller's clean-up on that master is queued behind it on the same connection.
+ */
+export function boundReply<T>(p: Promise<T>, timeoutMs: number | undefined, node: string, what: string): Promise<T> {
+  if (timeoutMs === undefined) return p;
+  return new Promise<T>((resolve, reject) => {
+    let done = false;
+    const give = (): void => {
+      if (done) return;
+      done = true;
+      reject(
+        new BackendUnavailableError('redlock', `redlock ${what} got no reply within ${timeoutMs} ms (${node})`, {
+          context: { timeoutMs, node },
+        }),
+      );
+    };
+    // Give up only after the next poll phase: a reply that arrived while the event loop was
+    // stalled is read there and is a reply, not a timeout (as in ../redis-wire/commands.ts).
+    const timer = setTimeout(() => setImmediate(give), timeoutMs);
+    p.then(
+      (v) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e: unknown) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        reject(e);
+      },
+    );
+  });
+}
+
+/**
+ * The back-off after a split vote (docs/backends/redlock.md, "Waiting"): uniform in
+ * `[attemptMs, 3 · attemptMs)` plus up to `jitterMs`. Redlock asks for a delay comparably
+ * longer than the time to reach a majority, so that the contender that backs off least has
+ * time to complete a whole attempt before the others come back; the jitter desynchronises
+ * contenders whose attempts take next to no time (one host, loopback).
+ */
+export function splitBackoffMs(attemptMs: number, jitterMs: number, random: () => number = Math.random): number {
+  const attempt = Math.max(0, attemptMs);
+  return attempt * (1 + 2 * random()) + jitterMs * random();
 }
 
 function isTimeout(err: unknown): boolean {
