@@ -6,7 +6,8 @@
 import type { Command } from 'commander';
 import { createLocker, formatIdentity } from '../index.js';
 import { EXIT } from './exit.js';
-import { backendOption, needBackend, type Output } from './ls.js';
+import { chooseBackend } from './backend.js';
+import { backendOption, type Output } from './ls.js';
 
 /** Register `break` on the program. */
 export function addBreak(cmd: Command, out: Output): void {
@@ -18,7 +19,7 @@ export function addBreak(cmd: Command, out: Output): void {
     .addOption(backendOption())
     .option('--name <name>', 'who breaks it, as the log and the event show (default: this package name)')
     .action(async (lockId: string, flags: { backend?: string; reason: string; name?: string }) => {
-      const locker = createLocker(needBackend(flags.backend), flags.name === undefined ? {} : { name: flags.name });
+      const locker = createLocker(chooseBackend(flags.backend), flags.name === undefined ? {} : { name: flags.name });
       try {
         const holds = await locker.forceRelease(lockId, { reason: flags.reason });
         out(`${lockId}: ${holds} hold(s) ended by ${formatIdentity(locker.identity)}: ${flags.reason}\n`);

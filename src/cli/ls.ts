@@ -18,11 +18,6 @@ export type Output = (text: string) => void;
 export const backendOption = (): Option =>
   new Option('-b, --backend <url>', 'backend URL (e.g. redis://127.0.0.1:6379)').env('LOCKSMITH_BACKEND');
 
-/** The backend URL: the one given, else the one `run` uses without a backend (so `ls` shows its locks). */
-export function needBackend(url: string | undefined): string {
-  return chooseBackend(url);
-}
-
 /** JSON with bigints (tokens) as strings. */
 export const toJson = (v: unknown, indent?: number): string =>
   JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? x.toString() : x), indent);
@@ -134,7 +129,7 @@ export function addLs(cmd: Command, out: Output): void {
     .option('--every <duration>', 'with --watch: how often to look', '1s')
     .action(async (prefix: string, flags: { backend?: string; json: boolean; watch: boolean; every: string }) => {
       const everyMs = parseDuration(flags.every, '--every');
-      const locker = createLocker(needBackend(flags.backend));
+      const locker = createLocker(chooseBackend(flags.backend));
       const stop = new AbortController();
       const onSignal = (): void => stop.abort();
       process.once('SIGINT', onSignal).once('SIGTERM', onSignal);
