@@ -41,6 +41,21 @@ export function isConflict(err: unknown): boolean {
   );
 }
 
+/**
+ * Open the bucket, creating it only when it does not exist: opening needs the bucket's own
+ * stream leader, creating needs the cluster's meta leader (which may be the node just lost).
+ */
+async function openBucket(kvm: Kvm, opts: StoreOptions): Promise<KV> {
+  const kv = await kvm.open(opts.bucket);
+  try {
+    await kv.status();
+    return kv;
+  } catch (err) {
+    if (!/stream not found/i.test(String((err as { message?: unknown }).message))) throw err;
+    return kvm.create(opts.bucket, { history: 1, replicas: opts.replicas });
+  }
+}
+
 /** The connection and the bucket, opened by {@link Store.open}. */
 export class Store {
   readonly #nc: NatsConnection;
@@ -65,6 +80,9 @@ export class Store {
       reconnectTimeWait: 250,
       timeout: opts.operationTimeoutMs,
       pingInterval: 2_000,
+      // Only the URL's servers: a client cut off from them must not slip back in through an
+      // address the cluster gossiped (docs/backends/nats.md, "Failure modes").
+      ignoreClusterUpdates: true,
       ...(opts.username !== undefined ? { user: opts.username, pass: opts.password ?? '' } : {}),
       ...(opts.token !== undefined ? { token: opts.token } : {}),
     });
@@ -72,12 +90,12 @@ export class Store {
       const kvm = new Kvm(jetstream(nc, { timeout: opts.operationTimeoutMs }));
       for (let attempt = 0; ; attempt++) {
         try {
-          const kv = await kvm.create(opts.bucket, { history: 1, replicas: opts.replicas });
-          const store = new Store(nc, kv);
+          const store = new Store(nc, await openBucket(kvm, opts));
           await store.#watch();
           return store;
         } catch (err) {
-          // A fresh cluster answers "no JetStream leader" (503) for a while: retry a bounded time.
+          // A fresh cluster, or one electing a leader after a node died, answers "no JetStream
+          // leader" (503) or times out for a while: retry a bounded time.
           if (attempt >= 40 || signal?.aborted) throw err;
           await sleep(250, signal);
         }
