@@ -49,8 +49,8 @@ export function natsOptions(url: URL): NatsBackendOptions {
     hosts,
     bucket,
     prefix: checkPrefix(q.string('prefix') ?? ''),
-    // A bucket replicated on every node of a three-node cluster survives the loss of one.
-    replicas: q.int('replicas', hosts.length >= 3 ? 3 : 1, { min: 1, max: 5 }),
+    // One replica by default: replicated compare-and-set is atomic only from nats-server 2.9.21.
+    replicas: q.int('replicas', 1, { min: 1, max: 5 }),
     operationTimeoutMs: q.int('operationTimeoutMs', 2_000, { min: 1 }),
     clockSkewMs: q.int('clockSkewMs', DEFAULT_CLOCK_SKEW_MS, { min: 0 }),
     ...(username !== undefined && password !== undefined ? { username, password } : {}),

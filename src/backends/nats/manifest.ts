@@ -13,5 +13,5 @@ export const manifest: EngineManifest = {
   load: () => import('./index.js'),
   testScript: 'test:nats',
   servers: ['nats'],
-  faultProfiles: [],
+  faultProfiles: ['nats'],
 };

@@ -7,7 +7,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { Kvm, KvWatchInclude, type KV, type KvEntry } from '@nats-io/kv';
-import { sleep, unavailable, type HostPort } from '../kit.js';
+import { InvalidArgumentError, sleep, unavailable, type HostPort } from '../kit.js';
 
 /** What the store needs to connect. */
 export interface StoreOptions {
@@ -45,15 +45,45 @@ export function isConflict(err: unknown): boolean {
  * Open the bucket, creating it only when it does not exist: opening needs the bucket's own
  * stream leader, creating needs the cluster's meta leader (which may be the node just lost).
  */
-async function openBucket(kvm: Kvm, opts: StoreOptions): Promise<KV> {
-  const kv = await kvm.open(opts.bucket);
+async function openBucket(kvm: Kvm, opts: StoreOptions, version: string | undefined): Promise<KV> {
+  let kv = await kvm.open(opts.bucket);
+  let replicas: number;
   try {
-    await kv.status();
-    return kv;
+    replicas = (await kv.status()).replicas;
   } catch (err) {
     if (!/stream not found/i.test(String((err as { message?: unknown }).message))) throw err;
-    return kvm.create(opts.bucket, { history: 1, replicas: opts.replicas });
+    if (opts.replicas > 1) refuseReplicated(version);
+    kv = await kvm.create(opts.bucket, { history: 1, replicas: opts.replicas });
+    replicas = opts.replicas;
   }
+  if (replicas > 1) refuseReplicated(version);
+  return kv;
+}
+
+/**
+ * Before nats-server 2.9.21 a replicated stream checked a write's expected revision before
+ * proposing it, not in the replicated log: two concurrent updates of one key with the same
+ * expected revision could both succeed (nats-io/nats-server#4320). A lock on such a bucket
+ * could be granted twice, so it is refused (docs/backends/nats.md, "Replicas").
+ */
+function refuseReplicated(version: string | undefined): void {
+  if (version !== undefined && !olderThan(version, [2, 9, 21])) return;
+  throw new InvalidArgumentError(
+    'url',
+    `nats: a replicated bucket needs nats-server 2.9.21 or later (this server: ${version ?? 'unknown'}): ` +
+      'its compare-and-set is not atomic before; use replicas=1',
+  );
+}
+
+/** True when the dotted `version` is below `min`. */
+function olderThan(version: string, min: readonly number[]): boolean {
+  const parts = version.split(/[.-]/).map((p) => Number.parseInt(p, 10));
+  for (let i = 0; i < min.length; i++) {
+    const a = parts[i] ?? 0;
+    const b = min[i] ?? 0;
+    if (Number.isNaN(a) || a !== b) return Number.isNaN(a) || a < b;
+  }
+  return false;
 }
 
 /** The connection and the bucket, opened by {@link Store.open}. */
@@ -90,10 +120,11 @@ export class Store {
       const kvm = new Kvm(jetstream(nc, { timeout: opts.operationTimeoutMs }));
       for (let attempt = 0; ; attempt++) {
         try {
-          const store = new Store(nc, await openBucket(kvm, opts));
+          const store = new Store(nc, await openBucket(kvm, opts, nc.info?.version));
           await store.#watch();
           return store;
         } catch (err) {
+          if (err instanceof InvalidArgumentError) throw err;
           // A fresh cluster, or one electing a leader after a node died, answers "no JetStream
           // leader" (503) or times out for a while: retry a bounded time.
           if (attempt >= 40 || signal?.aborted) throw err;
@@ -104,6 +135,11 @@ export class Store {
       await nc.close().catch(() => undefined);
       throw err;
     }
+  }
+
+  /** The client port of the server this connection is on now (tests pick a node to kill by it). */
+  get serverPort(): number | undefined {
+    return this.#nc.info?.port;
   }
 
   /** Read a key (deleted keys too: their marker's revision keeps the fencing order). */
