@@ -77,9 +77,10 @@ export interface NatsGrantData {
 /** Every compare-and-set round of a step lost to another writer (a crowd on one lock). */
 class HotKeyError extends BackendUnavailableError {}
 
-/** What an attempt's step decided: granted, or when the first lease in the way ends. */
+/** What an attempt's step decided: granted with a token, or when the first lease in the way ends. */
 interface Outcome {
-  readonly granted: boolean;
+  /** The grant's token; undefined when not granted. */
+  readonly token: bigint | undefined;
   readonly wakeAt: number;
 }
 
@@ -100,6 +101,8 @@ export class NatsBackend implements Backend<NatsTicket, NatsGrantData>, Abandona
   #store: Store | undefined;
   #opening: Promise<Store> | undefined;
   #closed = false;
+  /** Locks one of our watching waiters is making an attempt on now. */
+  readonly #racing = new Set<string>();
 
   constructor(opts: NatsBackendOptions) {
     if (opts.hosts.length === 0) throw new InvalidArgumentError('url', 'nats: no servers given');
@@ -139,11 +142,16 @@ export class NatsBackend implements Backend<NatsTicket, NatsGrantData>, Abandona
   async #mutateAt<T>(
     lockId: string,
     step: (rec: LockRec, revision: number, now: number) => Step<T>,
+    waiter?: NatsTicket,
   ): Promise<{ result: T; revision: number }> {
     const store = await this.connect();
     const key = keyOf(this.prefix, lockId);
     for (let round = 0; round < MAX_ROUNDS; round++) {
-      const read = await store.read(key);
+      // A waiter decides on what the watch delivered (no read: a crowd of waiters costs the
+      // server nothing while the lock is held) and gives up its turn on a lost race.
+      const cached = waiter && round === 0 ? store.cached(key, waiter.revision) : undefined;
+      if (waiter && round > 0) throw new HotKeyError(this.name, `nats: lost a race for lock ${lockId}`, { context: { lockId } });
+      const read = cached ?? (await store.read(key));
       const rec = decodeRec(read.value);
       const now = Date.now();
       prune(rec, now, this.#skewMs);
@@ -187,58 +195,39 @@ export class NatsBackend implements Backend<NatsTicket, NatsGrantData>, Abandona
   }
 
   async #attempt(req: AcquireRequest<NatsTicket>, ask: Ask): Promise<AcquireResult<NatsTicket, NatsGrantData>> {
+    const t = req.ticket;
+    // Waiters that keep no queue entry take turns within this backend: one of them races the
+    // other lockers for the lock; the others wait for the write that race makes.
+    if (!req.wait || !t || ask.fair || ask.kind === 'write') return this.#attemptOnce(req, ask);
+    if (this.#racing.has(req.lockId)) {
+      const latest = this.#store?.cached(t.key, t.revision)?.revision ?? t.revision;
+      return { granted: false, contended: { ticket: { ...t, revision: latest } } };
+    }
+    this.#racing.add(req.lockId);
+    try {
+      return await this.#attemptOnce(req, ask);
+    } finally {
+      this.#racing.delete(req.lockId);
+    }
+  }
+
+  async #attemptOnce(req: AcquireRequest<NatsTicket>, ask: Ask): Promise<AcquireResult<NatsTicket, NatsGrantData>> {
     const key = keyOf(this.prefix, req.lockId);
-    let token = 0n;
-    // Only a fair waiter (its place) and a writer (readers must not pass it) need a queue entry;
-    // the others just watch, so a crowd of waiters does not write to the lock.
-    const queued = req.wait && (ask.fair || ask.kind === 'write');
-    const stepped = await this.#mutateAt(req.lockId, (rec, revision, now): Step<Outcome> => {
-      if (mayHold(rec, ask, now)) {
-        token = nextToken(rec, revision);
-        rec.last = token.toString();
-        rec.queue = rec.queue.filter((w) => w.n !== ask.nonce);
-        rec.holders.push({
-          o: ask.owner,
-          k: ask.kind,
-          n: ask.nonce,
-          t: rec.last,
-          e: now + req.ttlMs,
-          a: now,
-          d: req.lockDelayMs,
-          i: req.identity,
-        });
-        return { write: true, result: { granted: true, wakeAt: 0 } };
-      }
-      const wakeAt = nextExpiry(rec, this.#skewMs);
-      if (!queued) return { write: false, result: { granted: false, wakeAt } };
-      const mine = rec.queue.find((w) => w.n === ask.nonce);
-      // A waiter's entry is refreshed only when half its life is gone: fewer writes, fewer wake-ups.
-      if (mine && mine.e - now > WAITER_TTL_MS / 2) return { write: false, result: { granted: false, wakeAt } };
-      if (mine) mine.e = now + WAITER_TTL_MS;
-      else
-        rec.queue.push({
-          o: ask.owner,
-          k: ask.kind,
-          n: ask.nonce,
-          p: ask.permits,
-          f: ask.fair,
-          s: now,
-          e: now + WAITER_TTL_MS,
-          i: req.identity,
-        });
-      return { write: true, result: { granted: false, wakeAt } };
-    }).catch((err: unknown) => {
-      // Lost every round to other writers: a waiter simply tries again after the next change.
-      if (req.wait && err instanceof HotKeyError) return { result: { granted: false, wakeAt: 0 }, revision: 0 };
+    const step = this.#attemptStep(req, ask);
+    const stepped = await this.#mutateAt(req.lockId, step, req.wait ? req.ticket : undefined).catch((err: unknown) => {
+      // Lost the race to another writer: the winner's write wakes us again (the ticket's
+      // revision is behind it), and we decide anew then.
+      if (req.wait && err instanceof HotKeyError)
+        return { result: { token: undefined, wakeAt: Infinity }, revision: req.ticket?.revision ?? 0 };
       throw err;
     });
     const { result: outcome, revision } = stepped;
-    if (outcome.granted) {
+    if (outcome.token !== undefined) {
       const grant: Grant<NatsGrantData> = {
         lockId: req.lockId,
         kind: req.kind,
         ownerId: req.ownerId,
-        token,
+        token: outcome.token,
         ttlMs: req.ttlMs,
         reentered: false,
         data: { key, nonce: ask.nonce },
@@ -249,6 +238,34 @@ export class NatsBackend implements Backend<NatsTicket, NatsGrantData>, Abandona
     // Wait for a write after the one we saw (or made).
     const ticket: NatsTicket = { key, nonce: ask.nonce, revision, wakeAt: outcome.wakeAt };
     return { granted: false, contended: { ticket } };
+  }
+
+  /** One attempt's decision on the record: grant, queue (or refresh our entry), or wait. */
+  #attemptStep(req: AcquireRequest<NatsTicket>, ask: Ask): (rec: LockRec, revision: number, now: number) => Step<Outcome> {
+    // Only a fair waiter (its place) and a writer (readers must not pass it) need a queue entry;
+    // the others just watch, so a crowd of waiters does not write to the lock.
+    const queued = req.wait && (ask.fair || ask.kind === 'write');
+    return (rec, revision, now) => {
+      if (mayHold(rec, ask, now)) {
+        const token = nextToken(rec, revision);
+        rec.last = token.toString();
+        rec.queue = rec.queue.filter((w) => w.n !== ask.nonce);
+        const { owner: o, kind: k, nonce: n } = ask;
+        rec.holders.push({ o, k, n, t: rec.last, e: now + req.ttlMs, a: now, d: req.lockDelayMs, i: req.identity });
+        return { write: true, result: { token, wakeAt: 0 } };
+      }
+      const waiting = { write: false, result: { token: undefined, wakeAt: nextExpiry(rec, this.#skewMs) } };
+      if (!queued) return waiting;
+      const mine = rec.queue.find((w) => w.n === ask.nonce);
+      // A waiter's entry is refreshed only when half its life is gone: fewer writes, fewer wake-ups.
+      if (mine && mine.e - now > WAITER_TTL_MS / 2) return waiting;
+      if (mine) mine.e = now + WAITER_TTL_MS;
+      else {
+        const { owner: o, kind: k, nonce: n, permits: p, fair: f } = ask;
+        rec.queue.push({ o, k, n, p, f, s: now, e: now + WAITER_TTL_MS, i: req.identity });
+      }
+      return { ...waiting, write: true };
+    };
   }
 
   async waitForChange(_lockId: string, ticket: NatsTicket | undefined, signal: AbortSignal): Promise<void> {

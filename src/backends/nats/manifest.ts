@@ -14,4 +14,5 @@ export const manifest: EngineManifest = {
   testScript: 'test:nats',
   servers: ['nats'],
   faultProfiles: ['nats'],
+  benchScript: 'bench:nats',
 };

@@ -91,7 +91,7 @@ export class Store {
   readonly #nc: NatsConnection;
   readonly kv: KV;
   /** Last revision the watch saw per key, and the waiters to wake per key. */
-  readonly #seen = new Map<string, number>();
+  readonly #seen = new Map<string, Read>();
   readonly #waiters = new Map<string, Set<(rev: number) => void>>();
   #stop: (() => void) | undefined;
   #closed = false;
@@ -192,7 +192,7 @@ export class Store {
    */
   async waitPast(key: string, revision: number, ms: number, signal: AbortSignal): Promise<boolean> {
     signal.throwIfAborted();
-    if ((this.#seen.get(key) ?? 0) > revision) return true;
+    if ((this.#seen.get(key)?.revision ?? 0) > revision) return true;
     const ctl = new AbortController();
     let woken = false;
     const wake = (rev: number): void => {
@@ -225,7 +225,7 @@ export class Store {
     void (async () => {
       for await (const e of it) {
         if (this.#closed) break;
-        this.#saw(e.key, e.revision);
+        this.#saw(e.key, { value: e.operation === 'PUT' ? e.value : undefined, revision: e.revision, created: e.created });
       }
     })()
       .catch(() => undefined)
@@ -236,9 +236,19 @@ export class Store {
     this.#stop = () => it.stop();
   }
 
-  #saw(key: string, revision: number): void {
+  /**
+   * The key as the watch last delivered it, when that is at `revision` or later: a waiter
+   * decides on it without a read (a stale copy only costs a refused compare-and-set).
+   */
+  cached(key: string, revision: number): Read | undefined {
+    const seen = this.#seen.get(key);
+    return seen && seen.revision >= revision ? seen : undefined;
+  }
+
+  #saw(key: string, read: Read): void {
+    const revision = read.revision;
     this.#seen.delete(key);
-    this.#seen.set(key, revision);
+    this.#seen.set(key, read);
     if (this.#seen.size > SEEN_CAP) {
       const oldest = this.#seen.keys().next().value;
       if (oldest !== undefined) this.#seen.delete(oldest);
