@@ -4,9 +4,15 @@
  */
 import { performance } from 'node:perf_hooks';
 import {
+  backendLog,
   EVERY_CAPABILITY,
+  loggedAttempt,
+  loggedExtend,
+  loggedRelease,
   LockLostError,
+  logWake,
   sleep,
+  wakeClock,
   type AcquireRequest,
   type AcquireResult,
   type Backend,
@@ -29,6 +35,7 @@ export interface MemoryTicket {
 }
 
 const stores = new Map<string, MemoryStore>();
+const log = backendLog('memory');
 
 /** What the memory backend can do: everything. */
 export const MEMORY_CAPABILITIES: Capabilities = EVERY_CAPABILITY;
@@ -63,7 +70,11 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
     return this.#store.wakeups;
   }
 
-  async tryAcquire(req: AcquireRequest<MemoryTicket>): Promise<AcquireResult<MemoryTicket, undefined>> {
+  tryAcquire(req: AcquireRequest<MemoryTicket>): Promise<AcquireResult<MemoryTicket, undefined>> {
+    return loggedAttempt(log, req, () => this.#tryAcquire(req));
+  }
+
+  async #tryAcquire(req: AcquireRequest<MemoryTicket>): Promise<AcquireResult<MemoryTicket, undefined>> {
     const now = performance.now();
     const e = this.#store.entry(req.lockId, now);
     const waiter = req.ticket?.waiter;
@@ -122,12 +133,15 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
     signal.throwIfAborted();
     const e = this.#store.peek(lockId);
     const w = ticket?.waiter;
+    const since = wakeClock(log);
     if (!e || !w || !e.queue.includes(w)) {
       await sleep(UNQUEUED_RETRY_MS, signal);
+      logWake(log, lockId, 'poll', since);
       return;
     }
     if (w.signalled) {
       w.signalled = false;
+      logWake(log, lockId, 'notification', since);
       return;
     }
     await new Promise<void>((resolve, reject) => {
@@ -138,6 +152,7 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
       this.#store.sleep(e, w, () => {
         signal.removeEventListener('abort', onAbort);
         this.#store.rouse(e, w);
+        logWake(log, lockId, 'notification', since);
         resolve();
       });
       signal.addEventListener('abort', onAbort, { once: true });
@@ -157,7 +172,11 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
     }
   }
 
-  async extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
+  extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
+    return loggedExtend(log, grant, () => this.#extend(grant, ttlMs));
+  }
+
+  async #extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
     const now = performance.now();
     const e = this.#store.peek(grant.lockId);
     const h = e ? find(e, grant) : undefined;
@@ -168,7 +187,11 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
     return { ttlMs };
   }
 
-  async release(grant: Grant<undefined>): Promise<boolean> {
+  release(grant: Grant<undefined>): Promise<boolean> {
+    return loggedRelease(log, grant, () => this.#release(grant));
+  }
+
+  async #release(grant: Grant<undefined>): Promise<boolean> {
     const now = performance.now();
     const e = this.#store.peek(grant.lockId);
     const h = e ? find(e, grant) : undefined;
