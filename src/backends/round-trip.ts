@@ -43,7 +43,11 @@ const attemptOutcome = (r: AcquireResult): string =>
     : `contended${r.contended.ticket === undefined ? '' : ' (queued)'}`;
 
 /** Log one acquisition attempt: kind, granted with its token, or contended (queued or not). */
-export function loggedAttempt<R extends AcquireResult>(log: Log, req: { lockId: string; kind: LockKind }, run: () => Promise<R>): Promise<R> {
+export function loggedAttempt<R extends AcquireResult>(
+  log: Log,
+  req: { lockId: string; kind: LockKind },
+  run: () => Promise<R>,
+): Promise<R> {
   if (!log.enabled) return run();
   return timed(log, `attempt ${req.kind}`, req.lockId, run, attemptOutcome);
 }

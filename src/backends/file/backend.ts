@@ -9,9 +9,16 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
+  backendLog,
   EVERY_CAPABILITY,
   InvalidArgumentError,
+  loggedAttempt,
+  loggedExtend,
+  loggedRelease,
   LockLostError,
+  logWake,
+  wakeClock,
+  type WakeCause,
   kindsCompatible,
   queueAllows,
   sleep,
@@ -66,6 +73,7 @@ export interface FileBackendOptions {
 
 /** Without a queue position there is nothing to be woken for: look again after this long. */
 const UNQUEUED_RETRY_MS = 25;
+const log = backendLog('file');
 /** A waiter that stops attempting is dropped after this many polls (its process is alive but stuck). */
 const WAITER_GRACE_POLLS = 4;
 /** Back-off between tries of a busy critical section (ms, doubled up to the cap). */
@@ -119,7 +127,11 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     this.#watch = new DirectoryWatch(join(directory, 'locks'));
   }
 
-  async tryAcquire(req: AcquireRequest<FileTicket>): Promise<AcquireResult<FileTicket, undefined>> {
+  tryAcquire(req: AcquireRequest<FileTicket>): Promise<AcquireResult<FileTicket, undefined>> {
+    return loggedAttempt(log, req, () => this.#tryAcquire(req));
+  }
+
+  async #tryAcquire(req: AcquireRequest<FileTicket>): Promise<AcquireResult<FileTicket, undefined>> {
     return this.#update(req.lockId, req.signal, (s, now) => {
       const waiterId = req.ticket?.waiterId;
       const position = waiterId === undefined ? -1 : s.queue.findIndex((w) => w.id === waiterId);
@@ -151,12 +163,16 @@ export class FileBackend implements Backend<FileTicket, undefined> {
 
   async waitForChange(lockId: string, ticket: FileTicket | undefined, signal: AbortSignal): Promise<void> {
     signal.throwIfAborted();
+    const since = wakeClock(log);
     if (!ticket) {
       await sleep(UNQUEUED_RETRY_MS, signal);
+      logWake(log, lockId, 'poll', since);
       return;
     }
     const paths = lockPaths(this.directory, lockId);
     await new Promise<void>((resolve, reject) => {
+      // A change of the state file (watcher or this process) wakes by notification; the timer polls.
+      let cause: WakeCause = 'notification';
       let timer: NodeJS.Timeout | undefined;
       let unsubscribe = (): void => undefined;
       let done = false;
@@ -165,8 +181,11 @@ export class FileBackend implements Backend<FileTicket, undefined> {
         clearTimeout(timer);
         unsubscribe();
         signal.removeEventListener('abort', onAbort);
-        if (err === undefined) resolve();
-        else reject(err);
+        if (err !== undefined) reject(err);
+        else {
+          logWake(log, lockId, cause, since);
+          resolve();
+        }
       };
       const onAbort = (): void => finish(signal.reason);
       const look = (read: () => FileState): void => {
@@ -176,7 +195,14 @@ export class FileBackend implements Backend<FileTicket, undefined> {
           const waitMs = this.#lookAgainIn(read(), ticket.waiterId);
           clearTimeout(timer);
           if (waitMs <= 0) finish();
-          else timer = setTimeout(() => finish(), Math.max(1, Math.ceil(waitMs)));
+          else
+            timer = setTimeout(
+              () => {
+                cause = 'poll';
+                finish();
+              },
+              Math.max(1, Math.ceil(waitMs)),
+            );
         } catch (err) {
           finish(unavailable(this.name, `read of the state of '${lockId}'`, err));
         }
@@ -254,7 +280,11 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     });
   }
 
-  async extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
+  extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
+    return loggedExtend(log, grant, () => this.#extend(grant, ttlMs));
+  }
+
+  async #extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
     return this.#update(grant.lockId, NEVER, (s, now) => {
       const h = find(s, grant);
       if (!h || h.expiresAt <= now) throw new LockLostError(grant.lockId, 'not-held', { context: { backend: this.name } });
@@ -263,7 +293,11 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     });
   }
 
-  async release(grant: Grant<undefined>): Promise<boolean> {
+  release(grant: Grant<undefined>): Promise<boolean> {
+    return loggedRelease(log, grant, () => this.#release(grant));
+  }
+
+  async #release(grant: Grant<undefined>): Promise<boolean> {
     const released = await this.#update(grant.lockId, NEVER, (s, now) => {
       const h = find(s, grant);
       // A lease that ran out is not ours to release any more, even if lockDelay still keeps it.
