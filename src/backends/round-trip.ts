@@ -5,7 +5,7 @@
  * closure, no string. Failures are logged by their stable code only, because a driver's
  * message may quote an address or a statement.
  */
-import type { AcquireResult, Extension, Grant, LockKind } from '../backend.js';
+import type { AcquireResult, Backend, Extension, Grant, LockKind } from '../backend.js';
 import { LocksmithError, LockLostError } from '../errors.js';
 import { causeCode } from '../util/cause.js';
 import { ms, type Log } from '../observe/log.js';
@@ -77,3 +77,17 @@ export function logWake(log: Log, lockId: string, cause: WakeCause, since: numbe
 
 /** The clock to pass to {@link logWake} later: 0 (not read) when the namespace is off. */
 export const wakeClock = (log: Log): number => (log.enabled ? performance.now() : 0);
+
+/**
+ * Log every attempt, renewal and release of `backend` on `log`, by wrapping its methods on
+ * the instance (one line in an engine's constructor, `logRoundTrips(this, log)`). Off, a
+ * call costs the `enabled` read and one closure.
+ */
+export function logRoundTrips<T, D>(backend: Backend<T, D>, log: Log): void {
+  const tryAcquire = backend.tryAcquire.bind(backend);
+  const extend = backend.extend.bind(backend);
+  const release = backend.release.bind(backend);
+  backend.tryAcquire = (req) => loggedAttempt(log, req, () => tryAcquire(req));
+  backend.extend = (grant, ttlMs) => loggedExtend(log, grant, () => extend(grant, ttlMs));
+  backend.release = (grant) => loggedRelease(log, grant, () => release(grant));
+}
