@@ -18,7 +18,7 @@ export function loggingCases(ctx: SuiteContext): void {
 }
 
 /** Run `body` with every locksmith namespace on, writing into the returned lines. */
-async function captured(body: () => Promise<void>): Promise<string[]> {
+export async function captured(body: () => Promise<void>): Promise<string[]> {
   const lines: string[] = [];
   const before = debug.disable();
   const sink = debug.log;
