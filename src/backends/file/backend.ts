@@ -12,9 +12,7 @@ import {
   backendLog,
   EVERY_CAPABILITY,
   InvalidArgumentError,
-  loggedAttempt,
-  loggedExtend,
-  loggedRelease,
+  logRoundTrips,
   LockLostError,
   logWake,
   wakeClock,
@@ -125,13 +123,10 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     this.#staleMs = options.staleMs ?? 2_000;
     this.#isDefault = options.isDefault ?? false;
     this.#watch = new DirectoryWatch(join(directory, 'locks'));
+    logRoundTrips(this, log);
   }
 
-  tryAcquire(req: AcquireRequest<FileTicket>): Promise<AcquireResult<FileTicket, undefined>> {
-    return loggedAttempt(log, req, () => this.#tryAcquire(req));
-  }
-
-  async #tryAcquire(req: AcquireRequest<FileTicket>): Promise<AcquireResult<FileTicket, undefined>> {
+  async tryAcquire(req: AcquireRequest<FileTicket>): Promise<AcquireResult<FileTicket, undefined>> {
     return this.#update(req.lockId, req.signal, (s, now) => {
       const waiterId = req.ticket?.waiterId;
       const position = waiterId === undefined ? -1 : s.queue.findIndex((w) => w.id === waiterId);
@@ -280,11 +275,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     });
   }
 
-  extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
-    return loggedExtend(log, grant, () => this.#extend(grant, ttlMs));
-  }
-
-  async #extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
+  async extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
     return this.#update(grant.lockId, NEVER, (s, now) => {
       const h = find(s, grant);
       if (!h || h.expiresAt <= now) throw new LockLostError(grant.lockId, 'not-held', { context: { backend: this.name } });
@@ -293,11 +284,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     });
   }
 
-  release(grant: Grant<undefined>): Promise<boolean> {
-    return loggedRelease(log, grant, () => this.#release(grant));
-  }
-
-  async #release(grant: Grant<undefined>): Promise<boolean> {
+  async release(grant: Grant<undefined>): Promise<boolean> {
     const released = await this.#update(grant.lockId, NEVER, (s, now) => {
       const h = find(s, grant);
       // A lease that ran out is not ours to release any more, even if lockDelay still keeps it.

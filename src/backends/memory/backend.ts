@@ -6,9 +6,7 @@ import { performance } from 'node:perf_hooks';
 import {
   backendLog,
   EVERY_CAPABILITY,
-  loggedAttempt,
-  loggedExtend,
-  loggedRelease,
+  logRoundTrips,
   LockLostError,
   logWake,
   sleep,
@@ -58,6 +56,7 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
     store.users += 1;
     this.#store = store;
     this.#tableName = tableName;
+    logRoundTrips(this, log);
   }
 
   /** Lock ids with state in this table (holders or waiters); idle ids cost nothing. */
@@ -70,11 +69,7 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
     return this.#store.wakeups;
   }
 
-  tryAcquire(req: AcquireRequest<MemoryTicket>): Promise<AcquireResult<MemoryTicket, undefined>> {
-    return loggedAttempt(log, req, () => this.#tryAcquire(req));
-  }
-
-  async #tryAcquire(req: AcquireRequest<MemoryTicket>): Promise<AcquireResult<MemoryTicket, undefined>> {
+  async tryAcquire(req: AcquireRequest<MemoryTicket>): Promise<AcquireResult<MemoryTicket, undefined>> {
     const now = performance.now();
     const e = this.#store.entry(req.lockId, now);
     const waiter = req.ticket?.waiter;
@@ -172,11 +167,7 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
     }
   }
 
-  extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
-    return loggedExtend(log, grant, () => this.#extend(grant, ttlMs));
-  }
-
-  async #extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
+  async extend(grant: Grant<undefined>, ttlMs: number): Promise<Extension> {
     const now = performance.now();
     const e = this.#store.peek(grant.lockId);
     const h = e ? find(e, grant) : undefined;
@@ -187,11 +178,7 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
     return { ttlMs };
   }
 
-  release(grant: Grant<undefined>): Promise<boolean> {
-    return loggedRelease(log, grant, () => this.#release(grant));
-  }
-
-  async #release(grant: Grant<undefined>): Promise<boolean> {
+  async release(grant: Grant<undefined>): Promise<boolean> {
     const now = performance.now();
     const e = this.#store.peek(grant.lockId);
     const h = e ? find(e, grant) : undefined;
