@@ -26,8 +26,9 @@ const wrapped = Object.fromEntries(methods.map((m) => [m, backend[m]]));
 
 type Variant = 'none' | 'off' | 'on';
 function use(v: Variant): void {
+  // Without its own properties the instance falls back on the class's unwrapped methods.
   for (const m of methods) {
-    if (v === 'none') delete backend[m];
+    if (v === 'none') Reflect.deleteProperty(backend, m);
     else backend[m] = wrapped[m];
   }
   debug.log = () => undefined;
