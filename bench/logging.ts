@@ -19,17 +19,17 @@ const url = process.argv[2] ?? 'memory://bench-logging';
 const N = Number(process.env.BENCH_ITERATIONS ?? 10_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 10);
 const locker = createLocker(url);
-const backend = (await locker.backend()) as Backend & Record<string, unknown>;
+const backend: Backend = await locker.backend();
 const methods = ['tryAcquire', 'extend', 'release'] as const;
 if (!methods.every((m) => Object.hasOwn(backend, m))) throw new Error(`${backend.name}: no logging wrappers to remove`);
-const wrapped = Object.fromEntries(methods.map((m) => [m, backend[m]]));
+const wrapped = Object.fromEntries(methods.map((m) => [m, backend[m]])) as Record<string, unknown>;
 
 type Variant = 'none' | 'off' | 'on';
 function use(v: Variant): void {
   // Without its own properties the instance falls back on the class's unwrapped methods.
   for (const m of methods) {
     if (v === 'none') Reflect.deleteProperty(backend, m);
-    else backend[m] = wrapped[m];
+    else Reflect.set(backend, m, wrapped[m]);
   }
   debug.log = () => undefined;
   if (v === 'on') debug.enable('locksmith:*');
