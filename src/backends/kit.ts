@@ -44,17 +44,7 @@ export { HoldTable, type HoldTableOptions, type TrackedHold } from './hold-table
 export type { EngineManifest } from '../util/engine-manifest.js';
 /** Debug logging on `locksmith:backend:<name>`: guard every call with `log.enabled` (docs/observability.md, "Logging"). */
 export { backendLog, ms, type Log } from '../observe/log.js';
-export {
-  failureCode,
-  logRoundTrips,
-  logWake,
-  loggedAttempt,
-  loggedExtend,
-  loggedRelease,
-  timed,
-  wakeClock,
-  type WakeCause,
-} from './round-trip.js';
+export { failureCode, logRoundTrips, logWake, wakeClock, type WakeCause } from './round-trip.js';
 
 /** Every capability of the seam: what the memory reference backend and Redis have. */
 export const EVERY_CAPABILITY: Capabilities = Object.freeze({
