@@ -6,7 +6,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import {
+  backendLog,
   BackendUnavailableError,
+  logRoundTrips,
+  logWake,
+  wakeClock,
   InvalidArgumentError,
   LockLostError,
   sleep,
@@ -26,6 +30,8 @@ import { keyOf } from './keys.js';
 import { listPage, readLock } from './observe.js';
 import { decodeRec, encodeRec, isIdle, mayHold, nextExpiry, nextToken, prune, type Ask, type LockRec } from './state.js';
 import { Store, type StoreOptions } from './store.js';
+
+const log = backendLog('nats');
 
 /** Longest wait without a notification before the next attempt (the watch's safety net). */
 export const FALLBACK_POLL_MS = 2_000;
@@ -109,6 +115,7 @@ export class NatsBackend implements Backend<NatsTicket, NatsGrantData>, Abandona
     this.#opts = opts;
     this.prefix = opts.prefix;
     this.#skewMs = opts.clockSkewMs;
+    logRoundTrips(this, log);
   }
 
   /** Connect and open the bucket (once; concurrent callers share the attempt). */
@@ -268,9 +275,11 @@ export class NatsBackend implements Backend<NatsTicket, NatsGrantData>, Abandona
     };
   }
 
-  async waitForChange(_lockId: string, ticket: NatsTicket | undefined, signal: AbortSignal): Promise<void> {
+  async waitForChange(lockId: string, ticket: NatsTicket | undefined, signal: AbortSignal): Promise<void> {
+    const since = wakeClock(log);
     if (!ticket) {
       await sleep(FALLBACK_POLL_MS, signal);
+      logWake(log, lockId, 'poll', since);
       return;
     }
     const store = await this.connect(signal);
@@ -278,6 +287,7 @@ export class NatsBackend implements Backend<NatsTicket, NatsGrantData>, Abandona
     const untilExpiry = Number.isFinite(ticket.wakeAt) ? Math.max(0, ticket.wakeAt - Date.now()) + 10 : FALLBACK_POLL_MS;
     const woken = await store.waitPast(ticket.key, ticket.revision, Math.min(FALLBACK_POLL_MS, untilExpiry), signal);
     if (woken) this.stats.waiterNotifications += 1;
+    logWake(log, lockId, woken ? 'notification' : 'poll', since);
   }
 
   /** Remove our queue entry; for a fresh owner, anything of that owner an unanswered attempt left. */
