@@ -1,0 +1,66 @@
+/**
+ * The service as a Fastify instance over one locker (docs/serve.md). It keeps no lock
+ * state of its own: sessions and holds are records in the backend (sessions.ts), so any
+ * number of replicas over one backend are one service.
+ */
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { Locker } from '../locker.js';
+import { errorHandler } from './errors.js';
+import { Holds } from './holds.js';
+import { OpenApi } from './openapi.js';
+import { lockRoutes, sessionRoutes } from './routes.js';
+import { healthz, MAX_SERVE_LOCK_ID_BYTES } from './schemas.js';
+import { ServeError, Sessions } from './sessions.js';
+
+/** Limits of one replica (docs/serve.md, "Limits"). */
+export interface ServeLimits {
+  /** Largest request body in bytes. @default 16384 */
+  readonly bodyBytes: number;
+  /** Waits (long polls) one session may have at once on a replica. @default 64 */
+  readonly waitsPerSession: number;
+}
+
+/** Options of {@link buildServer}. */
+export interface ServeOptions {
+  /** The locker whose backend the service runs over (the service does not close it). */
+  readonly locker: Locker;
+  readonly limits?: Partial<ServeLimits>;
+  /** Fastify's logger option (false: silent). */
+  readonly logger?: FastifyServerOptions['logger'];
+  /** The version shown in the OpenAPI document. */
+  readonly version?: string;
+}
+
+/** Defaults of {@link ServeLimits}. */
+export const DEFAULT_LIMITS: ServeLimits = Object.freeze({ bodyBytes: 16_384, waitsPerSession: 64 });
+
+/** Build the service (routes registered, not listening). */
+export async function buildServer(options: ServeOptions): Promise<FastifyInstance> {
+  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const backend = await options.locker.backend();
+  const app = Fastify({
+    logger: options.logger ?? false,
+    bodyLimit: limits.bodyBytes,
+    // Strict bodies: an unknown field is an error (never silently dropped), no type coercion.
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
+    forceCloseConnections: true,
+    // A lock id of MAX_SERVE_LOCK_ID_BYTES, URL-encoded (3 chars a byte), reaches the schema's check.
+    routerOptions: { maxParamLength: 4 * MAX_SERVE_LOCK_ID_BYTES },
+  });
+  const openapi = new OpenApi();
+  app.addHook('onRoute', (route) => openapi.add(route));
+  app.setErrorHandler(errorHandler);
+  app.setNotFoundHandler((request, reply) => {
+    void reply.status(404).send({ code: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0] ?? ''}` });
+  });
+  const sessions = new Sessions(options.locker, backend);
+  const holds = new Holds(backend, sessions, limits.waitsPerSession);
+  const deps = { locker: options.locker, sessions, holds, clientOf: () => undefined };
+  app.get('/healthz', { schema: healthz }, async () => ({ ok: true, backend: backend.name }));
+  sessionRoutes(app, deps);
+  lockRoutes(app, deps);
+  app.get('/openapi.json', async () => openapi.document(options.version ?? '0'));
+  return app;
+}
+
+export { ServeError };
