@@ -6,6 +6,7 @@
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Locker } from '../locker.js';
 import { errorHandler } from './errors.js';
+import { eventRoutes } from './events.js';
 import { Holds } from './holds.js';
 import { OpenApi } from './openapi.js';
 import { lockRoutes, sessionRoutes } from './routes.js';
@@ -27,6 +28,8 @@ export interface ServeOptions {
   readonly limits?: Partial<ServeLimits>;
   /** Fastify's logger option (false: silent). */
   readonly logger?: FastifyServerOptions['logger'];
+  /** Polling period of `/v1/events` on backends that are not notified (ms). @default 1000 */
+  readonly watchEveryMs?: number;
   /** The version shown in the OpenAPI document. */
   readonly version?: string;
 }
@@ -59,6 +62,7 @@ export async function buildServer(options: ServeOptions): Promise<FastifyInstanc
   app.get('/healthz', { schema: healthz }, async () => ({ ok: true, backend: backend.name }));
   sessionRoutes(app, deps);
   lockRoutes(app, deps);
+  eventRoutes(app, options.locker, options.watchEveryMs ?? 1_000);
   app.get('/openapi.json', async () => openapi.document(options.version ?? '0'));
   return app;
 }

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { eventually } from '../helpers.js';
-import { call, client } from './service.js';
+import { call, client, sse } from './service.js';
 
 const T = { timeout: 60_000 };
 const fresh = (): string => `t${randomBytes(5).toString('hex')}/`;
@@ -17,6 +17,7 @@ export function apiCases(base: () => string): void {
   coreCases(base);
   sessionCases(base);
   pollCases(base);
+  eventCases(base);
   badInputCases(base);
 }
 
@@ -130,6 +131,37 @@ function pollCases(base: () => string): void {
     assert.deepEqual(seen.sort(), [`${p}a`, `${p}b`, `${p}c`]);
     const all = await call(base(), 'GET', '/v1/locks?limit=1000');
     assert.ok((all.body.locks as { lockId: string }[]).every((l) => !l.lockId.startsWith('locksmith-serve/')));
+  });
+}
+
+function eventCases(base: () => string): void {
+  test('/v1/events streams acquired and released under a prefix as Server-Sent Events', T, async () => {
+    const c = client(base());
+    const p = fresh();
+    const s = await c.session(10_000, 'sse-holder');
+    const stop = new AbortController();
+    const seen: { event: string; lockId: unknown; token: unknown; name: unknown }[] = [];
+    const reading = (async () => {
+      for await (const e of sse(base(), `/v1/events?prefix=${encodeURIComponent(p)}`, stop.signal)) {
+        const identity = e.data.identity as { name?: string } | undefined;
+        seen.push({ event: e.event, lockId: e.data.lockId, token: e.data.token, name: identity?.name });
+      }
+    })();
+    try {
+      // The stream is open once a first change under the prefix arrives: lock until one does.
+      let held = await c.acquire(`${p}a`, { session: s });
+      await eventually('acquired seen', () => seen.some((e) => e.event === 'acquired'));
+      await c.release(`${p}a`, s, held.body.token);
+      held = await c.acquire(`${p}b`, { session: s });
+      await eventually('b acquired', () => seen.some((e) => e.event === 'acquired' && e.lockId === `${p}b` && e.token === held.body.token));
+      await c.release(`${p}b`, s, held.body.token);
+      await eventually('b released', () => seen.some((e) => e.event === 'released' && e.lockId === `${p}b`));
+      assert.ok(seen.every((e) => String(e.lockId).startsWith(p)));
+      assert.equal(seen.find((e) => e.lockId === `${p}b`)?.name, 'sse-holder');
+    } finally {
+      stop.abort();
+      await reading;
+    }
   });
 }
 

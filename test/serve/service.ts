@@ -78,3 +78,32 @@ export function client(base: string, headers: Record<string, string> = {}) {
     end: (session: string) => call(base, 'DELETE', `/v1/sessions/${session}`, undefined, headers),
   };
 }
+
+/** One Server-Sent Event. */
+export interface Sse {
+  readonly event: string;
+  readonly data: Record<string, unknown>;
+}
+
+/** The events of `GET path` until `signal` aborts. */
+export async function* sse(base: string, path: string, signal: AbortSignal, headers: Record<string, string> = {}): AsyncGenerator<Sse> {
+  const res = await fetch(base + path, { signal, headers });
+  if (!res.ok || !res.body) throw new Error(`events: ${res.status} ${await res.text()}`);
+  const decoder = new TextDecoder();
+  let buffer = '';
+  try {
+    for await (const chunk of res.body) {
+      buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+      let end: number;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const event = /^event: (.*)$/m.exec(block)?.[1];
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        if (event !== undefined && data !== undefined) yield { event, data: JSON.parse(data) as Record<string, unknown> };
+      }
+    }
+  } catch (err) {
+    if (!signal.aborted) throw err;
+  }
+}
