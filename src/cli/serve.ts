@@ -52,8 +52,8 @@ export function addServe(cmd: Command, out: Output): void {
       }
       const backend = chooseBackend(flags.backend);
       const locker = createLocker(backend, { name: 'locksmith-serve' });
-      if (tokens !== undefined) throw new Error('--tokens is not available yet');
-      const app = await buildServer({ locker, logger: flags.log });
+      const insecure = tokens === undefined;
+      const app = await buildServer({ locker, logger: flags.log, insecure, ...(tokens === undefined ? {} : { tokens }) });
       const address = await app.listen({ host, port });
       out(`listening on ${address} (backend ${shownUrl(backend)})`);
       await new Promise<void>((resolve) => {

@@ -3,13 +3,14 @@
  * state of its own: sessions and holds are records in the backend (sessions.ts), so any
  * number of replicas over one backend are one service.
  */
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import { Access, type Need } from './auth.js';
 import type { Locker } from '../locker.js';
 import { errorHandler } from './errors.js';
 import { eventRoutes } from './events.js';
 import { Holds } from './holds.js';
 import { OpenApi } from './openapi.js';
-import { lockRoutes, sessionRoutes } from './routes.js';
+import { adminRoutes, lockRoutes, OPEN, READ, sessionRoutes, type RouteDeps } from './routes.js';
 import { healthz, MAX_SERVE_LOCK_ID_BYTES } from './schemas.js';
 import { ServeError, Sessions } from './sessions.js';
 
@@ -19,6 +20,8 @@ export interface ServeLimits {
   readonly bodyBytes: number;
   /** Waits (long polls) one session may have at once on a replica. @default 64 */
   readonly waitsPerSession: number;
+  /** Live sessions one token may have (counted over every replica). @default 1000 */
+  readonly sessionsPerToken: number;
 }
 
 /** Options of {@link buildServer}. */
@@ -26,6 +29,10 @@ export interface ServeOptions {
   /** The locker whose backend the service runs over (the service does not close it). */
   readonly locker: Locker;
   readonly limits?: Partial<ServeLimits>;
+  /** The tokens file's text (auth.ts); without it every route but /healthz answers 401, unless `insecure`. */
+  readonly tokens?: string;
+  /** No credentials checked at all (the CLI allows it on a loopback address only). @default false */
+  readonly insecure?: boolean;
   /** Fastify's logger option (false: silent). */
   readonly logger?: FastifyServerOptions['logger'];
   /** Polling period of `/v1/events` on backends that are not notified (ms). @default 1000 */
@@ -35,7 +42,7 @@ export interface ServeOptions {
 }
 
 /** Defaults of {@link ServeLimits}. */
-export const DEFAULT_LIMITS: ServeLimits = Object.freeze({ bodyBytes: 16_384, waitsPerSession: 64 });
+export const DEFAULT_LIMITS: ServeLimits = Object.freeze({ bodyBytes: 16_384, waitsPerSession: 64, sessionsPerToken: 1_000 });
 
 /** Build the service (routes registered, not listening). */
 export async function buildServer(options: ServeOptions): Promise<FastifyInstance> {
@@ -58,13 +65,39 @@ export async function buildServer(options: ServeOptions): Promise<FastifyInstanc
   });
   const sessions = new Sessions(options.locker, backend);
   const holds = new Holds(backend, sessions, limits.waitsPerSession);
-  const deps = { locker: options.locker, sessions, holds, clientOf: () => undefined };
-  app.get('/healthz', { schema: healthz }, async () => ({ ok: true, backend: backend.name }));
+  const clients = guard(app, new Access(options.tokens, options.insecure ?? false));
+  const deps: RouteDeps = {
+    locker: options.locker,
+    sessions,
+    holds,
+    clientOf: (request) => clients.get(request),
+    onSession: async (client) => {
+      if (client !== undefined && (await sessions.count(client)) >= limits.sessionsPerToken) {
+        throw new ServeError(429, 'LIMIT_EXCEEDED', `token '${client}' already has ${limits.sessionsPerToken} sessions`);
+      }
+    },
+  };
+  app.get('/healthz', { schema: healthz, config: OPEN }, async () => ({ ok: true, backend: backend.name }));
   sessionRoutes(app, deps);
   lockRoutes(app, deps);
+  adminRoutes(app, deps);
   eventRoutes(app, options.locker, options.watchEveryMs ?? 1_000);
-  app.get('/openapi.json', async () => openapi.document(options.version ?? '0'));
+  app.get('/openapi.json', { config: READ }, async () => openapi.document(options.version ?? '0'));
   return app;
+}
+
+/**
+ * Check every request's credentials before its body is read (an unauthenticated request is
+ * 401 whatever it sends); the client names are kept per request for the routes.
+ */
+function guard(app: FastifyInstance, access: Access): WeakMap<FastifyRequest, string> {
+  const clients = new WeakMap<FastifyRequest, string>();
+  app.addHook('onRequest', async (request) => {
+    const need = (request.routeOptions.config as { need?: Need } | undefined)?.need ?? 'read';
+    const client = access.check(request, need);
+    if (client !== undefined) clients.set(request, client);
+  });
+  return clients;
 }
 
 export { ServeError };

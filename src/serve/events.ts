@@ -22,7 +22,7 @@ export function frame(e: WatchEvent): string {
 
 /** Register the events route; `everyMs` is the polling period on backends that are not notified. */
 export function eventRoutes(app: FastifyInstance, locker: Locker, everyMs: number): void {
-  app.get('/v1/events', { schema: eventsSchema }, async (request, reply) => {
+  app.get('/v1/events', { schema: eventsSchema, config: { need: 'read' } }, async (request, reply) => {
     const prefix = (request.query as { prefix?: string }).prefix ?? '';
     if (prefix.startsWith(RESERVED_PREFIX)) throw new ServeError(400, 'INVALID_ARGUMENT', `'${RESERVED_PREFIX}' is the service's own`);
     const stop = new AbortController();

@@ -24,6 +24,12 @@ export interface RouteDeps {
 }
 
 type Params = { lockId: string };
+
+/** What a route needs of the caller's token (auth.ts). */
+export const READ = { need: 'read' } as const;
+export const LOCK = { need: 'lock' } as const;
+export const ADMIN = { need: 'admin' } as const;
+export const OPEN = { need: 'none' } as const;
 type HoldBody = { session: string; token: string };
 
 /** A lock id from the path: bounded, storable, and outside the service's reserved prefix. */
@@ -43,20 +49,20 @@ export function lockJson(info: LockInfo): unknown {
 
 /** Register the session routes. */
 export function sessionRoutes(app: FastifyInstance, deps: RouteDeps): void {
-  app.post('/v1/sessions', { schema: S.createSession }, async (request) => {
+  app.post('/v1/sessions', { schema: S.createSession, config: LOCK }, async (request) => {
     const body = request.body as { ttlMs: number; name?: string; meta?: { [k: string]: JsonValue } };
     const client = deps.clientOf(request);
     await deps.onSession?.(client);
     const s = await deps.sessions.create(body.ttlMs, body.name, body.meta, client);
     return { id: s.id, ttlMs: s.ttlMs, name: s.name };
   });
-  app.post('/v1/sessions/:id/keepalive', { schema: S.keepalive }, async (request) => {
+  app.post('/v1/sessions/:id/keepalive', { schema: S.keepalive, config: LOCK }, async (request) => {
     const { id } = request.params as { id: string };
     await ownSession(deps, request, id);
     const r = await deps.sessions.keepalive(id);
     return { id, ttlMs: r.session.ttlMs, holds: r.holds, lost: r.lost.map((h) => ({ lockId: h.lockId, token: h.token.toString() })) };
   });
-  app.delete('/v1/sessions/:id', { schema: S.deleteSession }, async (request) => {
+  app.delete('/v1/sessions/:id', { schema: S.deleteSession, config: LOCK }, async (request) => {
     const { id } = request.params as { id: string };
     await ownSession(deps, request, id);
     return { released: await deps.sessions.remove(id) };
@@ -73,7 +79,7 @@ async function ownSession(deps: RouteDeps, request: FastifyRequest, id: string):
 
 /** Register the lock routes. */
 export function lockRoutes(app: FastifyInstance, deps: RouteDeps): void {
-  app.post('/v1/locks/:lockId/acquire', { schema: S.acquire }, async (request, reply) => {
+  app.post('/v1/locks/:lockId/acquire', { schema: S.acquire, config: LOCK }, async (request, reply) => {
     const lockId = checkLockId((request.params as Params).lockId);
     const b = request.body as { session: string; waitMs?: number; fair?: boolean; kind?: LockKind; permits?: number; requestId?: string };
     await ownSession(deps, request, b.session);
@@ -82,23 +88,23 @@ export function lockRoutes(app: FastifyInstance, deps: RouteDeps): void {
     const input = { session: b.session, lockId, waitMs: b.waitMs ?? 0, fair: b.fair ?? false, kind, permits: b.permits ?? 1 };
     return deps.holds.acquire(b.requestId === undefined ? input : { ...input, requestId: b.requestId }, gone(reply));
   });
-  app.post('/v1/locks/:lockId/release', { schema: S.release }, async (request) => {
+  app.post('/v1/locks/:lockId/release', { schema: S.release, config: LOCK }, async (request) => {
     const lockId = checkLockId((request.params as Params).lockId);
     const b = request.body as HoldBody;
     await ownSession(deps, request, b.session);
     return { released: await deps.holds.release(b.session, lockId, BigInt(b.token)) };
   });
-  app.post('/v1/locks/:lockId/extend', { schema: S.extend }, async (request) => {
+  app.post('/v1/locks/:lockId/extend', { schema: S.extend, config: LOCK }, async (request) => {
     const lockId = checkLockId((request.params as Params).lockId);
     const b = request.body as HoldBody;
     await ownSession(deps, request, b.session);
     return deps.holds.extend(b.session, lockId, BigInt(b.token));
   });
-  app.get('/v1/locks/:lockId', { schema: S.inspect }, async (request) => {
+  app.get('/v1/locks/:lockId', { schema: S.inspect, config: READ }, async (request) => {
     const lockId = checkLockId((request.params as Params).lockId);
     return lockJson(await deps.locker.inspect(lockId));
   });
-  app.get('/v1/locks', { schema: S.list }, async (request) => {
+  app.get('/v1/locks', { schema: S.list, config: READ }, async (request) => {
     const q = request.query as { prefix?: string; limit?: string; cursor?: string };
     if (q.prefix?.startsWith(RESERVED_PREFIX)) throw new ServeError(400, 'INVALID_ARGUMENT', `'${RESERVED_PREFIX}' is the service's own`);
     const page = await deps.locker.list({
@@ -108,6 +114,15 @@ export function lockRoutes(app: FastifyInstance, deps: RouteDeps): void {
     });
     const locks = page.locks.filter((l) => !l.lockId.startsWith(RESERVED_PREFIX)).map(lockJson);
     return { locks, ...(page.cursor === undefined ? {} : { cursor: page.cursor }) };
+  });
+}
+
+/** Register `break` (admin): end every hold of the lock and move its token on. */
+export function adminRoutes(app: FastifyInstance, deps: RouteDeps): void {
+  app.post('/v1/locks/:lockId/break', { schema: S.breakLock, config: ADMIN }, async (request) => {
+    const lockId = checkLockId((request.params as Params).lockId);
+    const { reason } = request.body as { reason: string };
+    return { holds: await deps.locker.forceRelease(lockId, { reason: `${reason} (by ${deps.clientOf(request) ?? 'local'})` }) };
   });
 }
 

@@ -147,6 +147,19 @@ export const extend = {
   response: { 200: grant, ...errors },
 } as const;
 
+export const breakLock = {
+  summary: 'Break the lock: end every hold as if its lease ran out, move the token on (admin)',
+  tags: ['locks'],
+  params: lockParams,
+  body: {
+    type: 'object',
+    properties: { reason: { type: 'string', minLength: 1, maxLength: 512 } },
+    required: ['reason'],
+    additionalProperties: false,
+  },
+  response: { 200: { type: 'object', properties: { holds: { type: 'integer' } } }, ...errors },
+} as const;
+
 const lockInfo = {
   type: 'object',
   additionalProperties: true,

@@ -1,7 +1,7 @@
 /**
  * Sessions of the service, kept in the backend (docs/serve.md, "Design"): a session is the
  * record `locksmith-serve/s/<id>` whose lease is the session's ttl, and each of its holds
- * has a marker `locksmith-serve/s/<id>/h/<hash>` that says what the hold is (lock id, kind,
+ * has a marker `locksmith-serve/h/<id>/<hash>` that says what the hold is (lock id, kind,
  * token, the backend's grant data). A keepalive, served by any replica, renews the record
  * and extends every hold by the ttl: a session that stops keeping alive loses its holds
  * when their leases end, with no timer in any replica.
@@ -57,7 +57,7 @@ export function noSession(id: string): ServeError {
 }
 
 const sessionLock = (id: string): string => `${RESERVED_PREFIX}s/${id}`;
-const markerPrefix = (id: string): string => `${RESERVED_PREFIX}s/${id}/h/`;
+const markerPrefix = (id: string): string => `${RESERVED_PREFIX}h/${id}/`;
 
 /** The marker id of the hold (session, lock, token): found again without a listing. */
 export function markerId(session: string, lockId: string, token: bigint): string {
@@ -101,6 +101,18 @@ export class Sessions {
       ...(typeof m.c === 'string' ? { client: m.c } : {}),
       ...(isObject(m.u) ? { meta: m.u } : {}),
     };
+  }
+
+  /** How many live sessions `client` has (a listing of every session record). */
+  async count(client: string): Promise<number> {
+    let n = 0;
+    let cursor: string | undefined;
+    do {
+      const page = await this.#locker.list({ prefix: `${RESERVED_PREFIX}s/`, limit: 1000, ...(cursor ? { cursor } : {}) });
+      n += page.locks.filter((l) => l.holders.some((h) => live(h) && h.identity?.meta?.c === client)).length;
+      cursor = page.cursor;
+    } while (cursor !== undefined);
+    return n;
   }
 
   /** Renew the record and extend every hold by the ttl; reports the holds that were gone. */

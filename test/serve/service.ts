@@ -23,7 +23,7 @@ export function fileUrl(): string {
 /** Start the service over `url` on 127.0.0.1:0. */
 export async function startService(url: string, options: Omit<ServeOptions, 'locker'> = {}): Promise<Service> {
   const locker = createLocker(url, { name: 'serve-test' });
-  const app = await buildServer({ ...options, locker });
+  const app = await buildServer({ insecure: options.tokens === undefined, ...options, locker });
   const address = await app.listen({ host: '127.0.0.1', port: 0 });
   return {
     base: address,
