@@ -7,6 +7,7 @@ import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerO
 import { Access, type Need } from './auth.js';
 import type { Locker } from '../locker.js';
 import { errorHandler } from './errors.js';
+import { VIEW_HTML } from './view.js';
 import { eventRoutes } from './events.js';
 import { Holds } from './holds.js';
 import { OpenApi } from './openapi.js';
@@ -82,6 +83,9 @@ export async function buildServer(options: ServeOptions): Promise<FastifyInstanc
   lockRoutes(app, deps);
   adminRoutes(app, deps);
   eventRoutes(app, options.locker, options.watchEveryMs ?? 1_000);
+  app.get('/', { config: OPEN }, async (_request, reply) =>
+    reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(VIEW_HTML),
+  );
   app.get('/openapi.json', { config: READ }, async () => openapi.document(options.version ?? '0'));
   return app;
 }
