@@ -55,7 +55,7 @@ export function addServe(cmd: Command, out: Output): void {
       const insecure = tokens === undefined;
       const app = await buildServer({ locker, logger: flags.log, insecure, ...(tokens === undefined ? {} : { tokens }) });
       const address = await app.listen({ host, port });
-      out(`listening on ${address} (backend ${shownUrl(backend)})`);
+      out(`listening on ${address} (backend ${shownUrl(backend)})\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve).once('SIGTERM', resolve);
       });

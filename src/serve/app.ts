@@ -58,6 +58,13 @@ export async function buildServer(options: ServeOptions): Promise<FastifyInstanc
     // A lock id of MAX_SERVE_LOCK_ID_BYTES, URL-encoded (3 chars a byte), reaches the schema's check.
     routerOptions: { maxParamLength: 4 * MAX_SERVE_LOCK_ID_BYTES },
   });
+  // A bodiless POST or DELETE sent with `content-type: application/json` (many clients add it
+  // to every request) is no error; a body is parsed as Fastify does (prototype poisoning refused).
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') done(null, undefined);
+    else json(request, body as string, done);
+  });
   const openapi = new OpenApi();
   app.addHook('onRoute', (route) => openapi.add(route));
   app.setErrorHandler(errorHandler);

@@ -59,6 +59,8 @@ function coreCases(base: () => string): void {
     assert.ok(tokenOf(second) > tokenOf(first));
     assert.equal((await c.release(id, a, first.body.token)).body.code, 'LOCK_NOT_HELD');
     assert.equal((await c.extend(id, b, second.body.token)).status, 200);
+    const bodiless = await call(base(), 'POST', `/v1/sessions/${b}/keepalive`, undefined, { 'content-type': 'application/json' });
+    assert.equal(bodiless.status, 200, 'a bodiless request with a JSON content type');
     assert.deepEqual((await c.end(b)).body, { released: 1 });
     assert.equal((await c.inspect(id)).body.holders instanceof Array ? ((await c.inspect(id)).body.holders as unknown[]).length : -1, 0);
   });
