@@ -16,6 +16,8 @@ interface ServeFlags {
   listen: string;
   tokens?: string;
   insecureLocal: boolean;
+  tlsCert?: string;
+  tlsKey?: string;
   log: boolean;
 }
 
@@ -34,6 +36,13 @@ export function isLoopback(host: string): boolean {
   return isIP(host) === 4 && host.startsWith('127.');
 }
 
+/** The certificate and key of --tls-cert / --tls-key (both or neither). */
+function readTls(flags: ServeFlags): { cert: Buffer; key: Buffer } | undefined {
+  if (flags.tlsCert === undefined && flags.tlsKey === undefined) return undefined;
+  if (flags.tlsCert === undefined || flags.tlsKey === undefined) throw new Error('--tls-cert and --tls-key go together');
+  return { cert: readFileSync(flags.tlsCert), key: readFileSync(flags.tlsKey) };
+}
+
 /** Register `serve`. */
 export function addServe(cmd: Command, out: Output): void {
   cmd
@@ -42,6 +51,8 @@ export function addServe(cmd: Command, out: Output): void {
     .addOption(backendOption())
     .option('--listen <host:port>', 'where to listen', '127.0.0.1:7070')
     .option('--tokens <file>', 'bearer tokens with scopes (JSON, docs/serve.md "Security")')
+    .option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM; with --tls-key)')
+    .option('--tls-key <file>', 'the private key of --tls-cert (PEM)')
     .option('--insecure-local', 'serve without credentials (only on a loopback address)', false)
     .option('--log', 'log one JSON line per request (never a header or a body)', false)
     .action(async (flags: ServeFlags) => {
@@ -53,7 +64,14 @@ export function addServe(cmd: Command, out: Output): void {
       const backend = chooseBackend(flags.backend);
       const locker = createLocker(backend, { name: 'locksmith-serve' });
       const insecure = tokens === undefined;
-      const app = await buildServer({ locker, logger: flags.log, insecure, ...(tokens === undefined ? {} : { tokens }) });
+      const tls = readTls(flags);
+      const app = await buildServer({
+        locker,
+        logger: flags.log,
+        insecure,
+        ...(tokens === undefined ? {} : { tokens }),
+        ...(tls ? { tls } : {}),
+      });
       const address = await app.listen({ host, port });
       out(`listening on ${address} (backend ${shownUrl(backend)})\n`);
       await new Promise<void>((resolve) => {

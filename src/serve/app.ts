@@ -32,6 +32,8 @@ export interface ServeOptions {
   readonly limits?: Partial<ServeLimits>;
   /** The tokens file's text (auth.ts); without it every route but /healthz answers 401, unless `insecure`. */
   readonly tokens?: string;
+  /** Serve HTTPS with this certificate and key (PEM). */
+  readonly tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
   /** No credentials checked at all (the CLI allows it on a loopback address only). @default false */
   readonly insecure?: boolean;
   /** Fastify's logger option (false: silent). */
@@ -50,6 +52,8 @@ export async function buildServer(options: ServeOptions): Promise<FastifyInstanc
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
   const backend = await options.locker.backend();
   const app = Fastify({
+    // Typed as the plain HTTP instance: the routes use nothing that differs under HTTPS.
+    ...(options.tls ? { https: { cert: options.tls.cert, key: options.tls.key } } : {}),
     logger: options.logger ?? false,
     bodyLimit: limits.bodyBytes,
     // Strict bodies: an unknown field is an error (never silently dropped), no type coercion.
