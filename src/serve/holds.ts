@@ -109,6 +109,11 @@ export class Holds {
     this.#waits.set(session.id, waits + 1);
     try {
       const grant = await this.#wait(session, input, signal);
+      if (signal.aborted) {
+        // Granted as the client went away: nobody would know of this hold, so give it back.
+        await this.#backend.release(grant).catch(() => undefined);
+        throw signal.reason;
+      }
       try {
         await this.#sessions.remember(session, grant, input.requestId);
       } catch (err) {

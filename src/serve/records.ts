@@ -71,13 +71,24 @@ export class Records {
     return got.granted;
   }
 
-  /** Renew: write a fresh holder, then remove the others. `oldOwners` are the holders seen before. */
+  /**
+   * Renew: write a fresh holder, then remove the holders seen before (`oldOwners`, the one
+   * whose lease ends first first). Rolls at once (two replicas) may leave two fresh holders:
+   * the next roll then finds the record full, removes the older one and writes again.
+   */
   async roll(lockId: string, ownerPrefix: string, ttlMs: number, identity: string, oldOwners: readonly string[]): Promise<void> {
-    if (!this.#semaphore) await this.removeOwners(lockId, oldOwners);
-    const wrote = await this.write(lockId, ownerPrefix, ttlMs, identity);
-    // Two rolls at once (two replicas): the other one's holder renews the record just as well.
-    if (!wrote && !this.#semaphore) return;
-    if (this.#semaphore) await this.removeOwners(lockId, oldOwners);
+    if (!this.#semaphore) {
+      await this.removeOwners(lockId, oldOwners);
+      // Refused: another roll wrote the record in between, which renews it just as well.
+      await this.write(lockId, ownerPrefix, ttlMs, identity);
+      return;
+    }
+    let wrote = await this.write(lockId, ownerPrefix, ttlMs, identity);
+    if (!wrote && oldOwners.length > 1) {
+      await this.removeOwners(lockId, oldOwners.slice(0, 1));
+      wrote = await this.write(lockId, ownerPrefix, ttlMs, identity);
+    }
+    if (wrote) await this.removeOwners(lockId, oldOwners);
   }
 
   /** Remove the holders `owners` of the record (idempotent). */

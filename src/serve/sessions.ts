@@ -66,6 +66,9 @@ export function markerId(session: string, lockId: string, token: bigint): string
 }
 
 const live = (h: HolderInfo): boolean => h.expiresInMs === undefined || h.expiresInMs > 0;
+/** The live holders, the one whose lease ends first first (the one a full record's roll removes). */
+const liveByEnd = (holders: readonly HolderInfo[]): HolderInfo[] =>
+  holders.filter(live).sort((a, b) => (a.expiresInMs ?? Infinity) - (b.expiresInMs ?? Infinity));
 
 /** Sessions and hold markers over one locker's backend. */
 export class Sessions {
@@ -90,7 +93,7 @@ export class Sessions {
   /** The session, or SESSION_NOT_FOUND once it expired or was deleted. */
   async get(id: string): Promise<SessionInfo> {
     const state = await this.#locker.inspect(sessionLock(id));
-    const holders = state.holders.filter(live);
+    const holders = liveByEnd(state.holders);
     const m = holders[0]?.identity?.meta;
     if (!m || typeof m.t !== 'number') throw noSession(id);
     return {
@@ -200,13 +203,13 @@ function holdIdentity(g: Grant, requestId: string | undefined): string {
 
 /** The hold a marker describes; undefined when the marker is gone or unreadable. */
 function readMarker(id: string, holders: readonly HolderInfo[]): HoldInfo | undefined {
-  const alive = holders.filter(live);
+  const alive = liveByEnd(holders);
   const m = alive[0]?.identity?.meta;
   if (!m || typeof m.l !== 'string' || typeof m.t !== 'string' || typeof m.o !== 'string' || typeof m.k !== 'string') return undefined;
   const token = BigInt(m.t);
   const kind = m.k as Grant['kind'];
   const grant: Grant = { lockId: m.l, kind, ownerId: m.o, token, ttlMs: 0, reentered: false, data: m.d };
-  const left = alive[0]?.expiresInMs;
+  const left = alive[alive.length - 1]?.expiresInMs;
   return {
     lockId: m.l,
     token,

@@ -89,6 +89,20 @@ function sessionCases(base: () => string): void {
     }
   });
 
+  test('keepalives at once (as from several replicas) keep the session and its hold', T, async () => {
+    const c = client(base());
+    const id = `${fresh()}job`;
+    const s = await c.session(5_000);
+    const held = await c.acquire(id, { session: s });
+    for (let round = 0; round < 4; round += 1) {
+      const answers = await Promise.all([1, 2, 3, 4].map(() => c.keepalive(s)));
+      for (const a of answers) assert.equal(a.status, 200, JSON.stringify(a.body));
+    }
+    const last = await c.keepalive(s);
+    assert.equal(last.body.holds, 1);
+    assert.equal(((await c.inspect(id)).body.holders as { token: string }[])[0]?.token, held.body.token);
+  });
+
   test('a retried acquire with the same requestId answers the same grant, one holder', T, async () => {
     const c = client(base());
     const id = `${fresh()}job`;
