@@ -4,7 +4,7 @@
  * number of replicas over one backend are one service.
  */
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify';
-import { Access, type Need } from './auth.js';
+import { Access, RateLimit, type Need } from './auth.js';
 import type { Locker } from '../locker.js';
 import { errorHandler } from './errors.js';
 import { VIEW_HTML } from './view.js';
@@ -23,6 +23,8 @@ export interface ServeLimits {
   readonly waitsPerSession: number;
   /** Live sessions one token may have (counted over every replica). @default 1000 */
   readonly sessionsPerToken: number;
+  /** Requests per second one token may make on a replica (a bucket of as many). @default 200 */
+  readonly requestsPerSecond: number;
 }
 
 /** Options of {@link buildServer}. */
@@ -45,7 +47,12 @@ export interface ServeOptions {
 }
 
 /** Defaults of {@link ServeLimits}. */
-export const DEFAULT_LIMITS: ServeLimits = Object.freeze({ bodyBytes: 16_384, waitsPerSession: 64, sessionsPerToken: 1_000 });
+export const DEFAULT_LIMITS: ServeLimits = Object.freeze({
+  bodyBytes: 16_384,
+  waitsPerSession: 64,
+  sessionsPerToken: 1_000,
+  requestsPerSecond: 200,
+});
 
 /** Build the service (routes registered, not listening). */
 export async function buildServer(options: ServeOptions): Promise<FastifyInstance> {
@@ -77,7 +84,7 @@ export async function buildServer(options: ServeOptions): Promise<FastifyInstanc
   });
   const sessions = new Sessions(options.locker, backend);
   const holds = new Holds(backend, sessions, limits.waitsPerSession);
-  const clients = guard(app, new Access(options.tokens, options.insecure ?? false));
+  const clients = guard(app, new Access(options.tokens, options.insecure ?? false), new RateLimit(limits.requestsPerSecond));
   const deps: RouteDeps = {
     locker: options.locker,
     sessions,
@@ -105,12 +112,14 @@ export async function buildServer(options: ServeOptions): Promise<FastifyInstanc
  * Check every request's credentials before its body is read (an unauthenticated request is
  * 401 whatever it sends); the client names are kept per request for the routes.
  */
-function guard(app: FastifyInstance, access: Access): WeakMap<FastifyRequest, string> {
+function guard(app: FastifyInstance, access: Access, rate: RateLimit): WeakMap<FastifyRequest, string> {
   const clients = new WeakMap<FastifyRequest, string>();
   app.addHook('onRequest', async (request) => {
     const need = (request.routeOptions.config as { need?: Need } | undefined)?.need ?? 'read';
     const client = access.check(request, need);
-    if (client !== undefined) clients.set(request, client);
+    if (client === undefined) return;
+    rate.take(client);
+    clients.set(request, client);
   });
   return clients;
 }

@@ -87,3 +87,24 @@ export class Access {
     return found;
   }
 }
+
+/** Requests per second per token on this replica: a bucket of `perSecond`, refilled continuously. */
+export class RateLimit {
+  readonly #perSecond: number;
+  readonly #buckets = new Map<string, { tokens: number; at: number }>();
+
+  constructor(perSecond: number) {
+    this.#perSecond = perSecond;
+  }
+
+  /** Take one request of `client`'s bucket, or 429 LIMIT_EXCEEDED. */
+  take(client: string): void {
+    const now = performance.now();
+    const b = this.#buckets.get(client) ?? { tokens: this.#perSecond, at: now };
+    b.tokens = Math.min(this.#perSecond, b.tokens + ((now - b.at) / 1000) * this.#perSecond);
+    b.at = now;
+    this.#buckets.set(client, b);
+    if (b.tokens < 1) throw new ServeError(429, 'LIMIT_EXCEEDED', `token '${client}' makes more than ${this.#perSecond} requests a second`);
+    b.tokens -= 1;
+  }
+}

@@ -108,6 +108,19 @@ test('limits: sessions per token and waits per session answer 429 LIMIT_EXCEEDED
   assert.equal((await answer('POST', '/v1/sessions', { ttlMs: 5000 }, as('other'))).status, 200, 'an ended session frees its place');
 });
 
+test('requests per second per token: over the bucket, 429 LIMIT_EXCEEDED; other tokens are not slowed', T, async () => {
+  const limited = await startService(fileUrl(), { tokens, limits: { requestsPerSecond: 5 } });
+  try {
+    const burst = await Promise.all(Array.from({ length: 40 }, () => call(limited.base, 'GET', '/v1/locks', undefined, as('reader'))));
+    const refused = burst.filter((r) => r.status === 429);
+    assert.ok(refused.length > 0 && refused.length < 40, `${refused.length} refused`);
+    assert.ok(refused.every((r) => r.body.code === 'LIMIT_EXCEEDED'));
+    assert.equal((await call(limited.base, 'GET', '/v1/locks', undefined, as('admin'))).status, 200);
+  } finally {
+    await limited.close();
+  }
+});
+
 test('no token appears in any answer or log line', T, () => {
   assert.ok(logs.length > 10, 'the service logged');
   for (const secret of Object.values(SECRETS)) {
