@@ -10,9 +10,11 @@ import { useServer } from '../helpers.js';
 import { conformance } from './suite.js';
 
 const server = await useServer(() => startNats());
+const url = `${server.url}?bucket=conformance`;
 
 await conformance({
   name: 'nats',
-  createLocker: (options) => createLocker(`${server.url}?bucket=conformance`, options),
+  createLocker: (options) => createLocker(url, options),
+  url,
   blackHoleUrl: (port) => `nats://127.0.0.1:${port}`,
 });

@@ -280,25 +280,28 @@ test('1,000 waiters on one lock: each release wakes exactly one waiter', T, asyn
       () => undefined,
     ),
   );
+  // However the test ends, no waiter is left running into the tests after it.
   const inspector = backend();
-  await eventually('all waiters queued', async () => (await inspector.inspect(lockId)).waiters === WAITERS, 120_000);
-  const notified = (): number => backends.reduce((n, b) => n + b.stats.waiterNotifications, 0);
-  const before = notified();
+  try {
+    await eventually('all waiters queued', async () => (await inspector.inspect(lockId)).waiters === WAITERS, 120_000);
+    const notified = (): number => backends.reduce((n, b) => n + b.stats.waiterNotifications, 0);
+    const before = notified();
 
-  await first.release();
-  for (let i = 1; i <= HANDOFFS; i++) {
-    await eventually(`hand-off ${i}`, () => grants.length === i);
-    const holder = grants[i - 1] as Lock;
-    if (i < HANDOFFS) await holder.release();
+    await first.release();
+    for (let i = 1; i <= HANDOFFS; i++) {
+      await eventually(`hand-off ${i}`, () => grants.length === i);
+      const holder = grants[i - 1] as Lock;
+      if (i < HANDOFFS) await holder.release();
+    }
+    const woken = notified() - before;
+    // HANDOFFS - 1 releases by waiters plus the first release: one notification each.
+    assert.equal(woken, HANDOFFS, `${woken} watch notifications for ${HANDOFFS} releases`);
+  } finally {
+    ctl.abort(new Error('done'));
+    await Promise.all(waits);
+    await grants[grants.length - 1]?.release();
+    await inspector.close();
   }
-  const woken = notified() - before;
-  // HANDOFFS - 1 releases by waiters plus the first release: one notification each.
-  assert.equal(woken, HANDOFFS, `${woken} watch notifications for ${HANDOFFS} releases`);
-
-  ctl.abort(new Error('done'));
-  await Promise.all(waits);
-  await grants[HANDOFFS - 1]?.release();
-  await inspector.close();
 });
 
 test('a waiter whose last blocker is deleted holds without listing the queue again; one with more ahead lists', T, async () => {
