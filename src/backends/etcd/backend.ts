@@ -25,6 +25,7 @@ import type { Abandonable } from '../kit.js';
 import { createdAt, EtcdClient, entriesOf, rangeOp, youngestOp, type Entry } from './client.js';
 import { LeaseHolds } from './lease-holds.js';
 import { encodeValue, lockPrefix, parseValue } from './layout.js';
+import { watchChanges, type ChangesRequest } from './changes.js';
 import { forceRelease, listPage, readLock, type ListPage, type ListRequest } from './observe.js';
 import { decide, holders, type EtcdGrantData, type EtcdTicket } from './recipe.js';
 import { KeptAliveLease, type LeaseEnd } from './lease.js';
@@ -384,6 +385,14 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
   /** Delete every holder's key and write the lock's fence, in one guarded transaction. */
   forceRelease(lockId: string): Promise<number> {
     return forceRelease(this.client, this.prefix, lockId);
+  }
+
+  /**
+   * The lock ids under `req.prefix` whose keys etcd reports written or deleted (expiries
+   * included), `null` once the watches are in place (docs/backends/etcd.md, "Watching").
+   */
+  changes(req: ChangesRequest): AsyncIterable<string | null> {
+    return watchChanges(this.client, this.prefix, req);
   }
 
   /** Revoke our lease (every key of ours goes at once) and close the connections. */
