@@ -98,6 +98,31 @@ test('acquire, a waiter joining, release and forceRelease each report the lock i
   }
 });
 
+test('while locks under the prefix keep changing, the first thing every feed yields is null (its two watches in place)', T, async () => {
+  const url = isolated();
+  const watching = createEtcdBackend(url);
+  const writer = createLocker(url, { name: 'chg-writer' });
+  let writing = true;
+  const writes = (async () => {
+    for (let i = 0; writing; i++) await (await writer.lock(`busy/${i % 4}`, { ttlMs: 30_000 })).release();
+  })();
+  try {
+    for (let round = 0; round < 15; round++) {
+      const ctl = new AbortController();
+      let first: string | null | undefined;
+      for await (const id of watching.changes({ prefix: 'busy/', signal: ctl.signal })) {
+        first = id;
+        break;
+      }
+      assert.equal(first, null, `round ${round}: an id came before the watches were in place`);
+    }
+  } finally {
+    writing = false;
+    await writes;
+    await Promise.all([writer.close(), watching.close()]);
+  }
+});
+
 test('a lease that etcd expires (a crashed holder) is reported: its keys are deleted', T, async () => {
   const url = `${isolated()}&leaseTtlMs=2000`;
   const watching = createEtcdBackend(url);

@@ -142,8 +142,12 @@ class ChangeFeed {
   }
 
   #seen(kv: IKeyValue, put: boolean): void {
+    // Until every watch is in place (`null` owed) nothing is passed on: the core lists after
+    // the `null`, and that listing covers an event of a watch already in place. A feed yields
+    // `null` first (docs/observability.md, "Watching"); the etcd package attaches watches one
+    // at a time, so the lock watch can report a write before the fence watch exists.
+    if (this.#closed || this.#owedNull) return;
     const key = kv.key.toString('utf8');
-    if (this.#closed) return;
     const id = lockIdOfKey(this.#backendPrefix, key);
     if (id === undefined || !id.startsWith(this.#req.prefix)) return;
     // Every holder's and waiter's key is attached to a lease; a put without one under a
