@@ -193,3 +193,12 @@ test('aborting ends the iteration and cancels its watches', T, async () => {
     await watching.close();
   }
 });
+
+test('closing the backend ends a running iteration', T, async () => {
+  const watching = createEtcdBackend(isolated());
+  const feed = follow(watching, 'a/');
+  await feed.expect(null, 'null first');
+  await watching.close();
+  await feed.ended;
+  assert.deepEqual(feed.seen, [null]);
+});

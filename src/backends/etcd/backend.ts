@@ -78,6 +78,8 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
   #session: KeptAliveLease | undefined;
   #granting: Promise<KeptAliveLease> | undefined;
   #closed = false;
+  /** Aborted by `close()` and `abandon()`: ends every `changes()` iteration and its watches. */
+  readonly #closing = new AbortController();
   /** Keys our tickets and holds use, so two acquisitions of one lease never share a key. */
   readonly #keys = new Set<string>();
   readonly #held = new LeaseHolds((d) => {
@@ -392,13 +394,15 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
    * included), `null` once the watches are in place (docs/backends/etcd.md, "Watching").
    */
   changes(req: ChangesRequest): AsyncIterable<string | null> {
-    return watchChanges(this.client, this.prefix, req);
+    const signal = AbortSignal.any([req.signal, this.#closing.signal]);
+    return watchChanges(this.client, this.prefix, { prefix: req.prefix, signal });
   }
 
   /** Revoke our lease (every key of ours goes at once) and close the connections. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#closing.abort();
     this.#held.clear();
     this.#keys.clear();
     const s = this.#session;
@@ -413,6 +417,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
    */
   async abandon(): Promise<void> {
     this.#closed = true;
+    this.#closing.abort();
     this.#held.clear();
     this.#keys.clear();
     await this.#session?.close(false);
