@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { InvalidArgumentError } from './errors.js';
 import type { Lock } from './lock.js';
-import { sleep } from './util/time.js';
+import { wakerFor } from './election-wake.js';
 import { assertStorable, validateDuration } from './options.js';
 
 /** The part of a Locker an election needs (kept structural to avoid an import cycle). */
@@ -26,7 +26,8 @@ export interface ElectionOptions {
   readonly id?: string;
   /**
    * How often `observe()` looks at the lock (ms) on backends that cannot watch it; where the
-   * backend can (ZooKeeper), it looks when notified instead. @default 500
+   * backend is notified of changes (ZooKeeper, etcd, Redis, file://, PostgreSQL with
+   * notifications) it looks when notified instead, and every 30 s at the latest. @default 500
    */
   readonly observeEveryMs?: number;
 }
@@ -143,8 +144,9 @@ export class Election {
 
   /**
    * Leadership changes, as they are seen: the current leader first, then each new leader
-   * (or `undefined` while nobody leads). Where the backend can watch the lock (ZooKeeper),
-   * it looks when notified (and every 30 s at the latest); elsewhere every `observeEveryMs`.
+   * (or `undefined` while nobody leads). Where the backend is notified of changes (its lock
+   * watch, or `Backend.changes`), it looks when notified (at a leader's lease end, and every
+   * 30 s at the latest); elsewhere every `observeEveryMs`.
    * Ends when `signal` aborts.
    */
   async *observe(options: { signal?: AbortSignal } = {}): AsyncGenerator<LeaderInfo | undefined> {
@@ -155,13 +157,11 @@ export class Election {
     if (signal?.aborted) return;
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const backend = await this.#locker.backend();
-      const watcher = isLockWatcher(backend) ? backend : undefined;
+      const waker = wakerFor(await this.#locker.backend(), this.name, this.#observeEveryMs, stop.signal);
       let last: string | undefined;
       while (!stop.signal.aborted) {
         // Armed before the look, so a change between the look and the wait is not missed.
-        const change = watcher ? watcher.watchLock(this.name, WATCH_FALLBACK_MS, stop.signal) : sleep(this.#observeEveryMs, stop.signal);
-        change.catch(() => undefined);
+        const change = waker.arm();
         const now = await this.leader();
         const key = now ? `${now.id}@${now.token}` : '';
         if (key !== last) {
@@ -169,7 +169,7 @@ export class Election {
           yield now;
         }
         try {
-          await change;
+          await waker.wait(change, now?.expiresInMs);
         } catch {
           return;
         }
@@ -179,21 +179,6 @@ export class Election {
       stop.abort();
     }
   }
-}
-
-/** Without a notification, an observer that watches the lock still looks this often (ms). */
-const WATCH_FALLBACK_MS = 30_000;
-
-/**
- * An optional backend hook (ZooKeeper has it): resolve once the lock's holders may have
- * changed, or after `maxMs` at the latest; reject with `signal.reason` when it aborts.
- */
-interface LockWatcher {
-  watchLock(lockId: string, maxMs: number, signal: AbortSignal): Promise<void>;
-}
-
-function isLockWatcher(backend: object): backend is LockWatcher {
-  return typeof (backend as Partial<LockWatcher>).watchLock === 'function';
 }
 
 /** Room left for `:pid` within the 200-byte participant id. */

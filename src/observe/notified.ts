@@ -100,8 +100,15 @@ export async function* watchNotified(backend: Backend, prefix: string, signal: A
   if (!changes) return;
   const inbox = new Inbox();
   pump(changes, inbox, signal);
-  // Changes from the subscription on are reported: wait for it before the first listing.
-  while (!inbox.resync && !inbox.done && !signal.aborted) await inbox.next(RESYNC_MS, signal);
+  // Changes from the subscription on are reported: wait for it before the first listing. Ids
+  // announced before it (a feed of several subscriptions may pass on an event of one already in
+  // place) are dropped: the first listing comes after them. Left in the inbox, they would make
+  // `next()` return at once and this loop spin on microtasks, starving the very I/O that
+  // brings the `null`.
+  while (!inbox.resync && !inbox.done && !signal.aborted) {
+    inbox.ids.clear();
+    await inbox.next(RESYNC_MS, signal);
+  }
   const checked = new Map<string, number>();
   let view = new Map<string, Seen>();
   let first = true;

@@ -67,7 +67,7 @@ export interface SuiteContext {
   readonly target: ConformanceTarget;
   readonly caps: Capabilities;
   /** The optional seam methods of seeing and breaking locks the backend has. */
-  readonly observe: { readonly list: boolean; readonly forceRelease: boolean };
+  readonly observe: { readonly list: boolean; readonly forceRelease: boolean; readonly notified: boolean };
   readonly shortTtl: number;
   /** A fresh client, closed after the case. */
   client(options?: Partial<LockerOptions>): Locker;
@@ -84,7 +84,12 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
   const probe = target.createLocker();
   const probed = await probe.backend();
   const caps = { ...probed.capabilities };
-  const observe = { list: typeof probed.list === 'function', forceRelease: typeof probed.forceRelease === 'function' };
+  const observe = {
+    list: typeof probed.list === 'function',
+    forceRelease: typeof probed.forceRelease === 'function',
+    // Told of changes: a change feed, or a lock watch of its own (ZooKeeper).
+    notified: typeof probed.changes === 'function' || 'watchLock' in probed,
+  };
   await probe.close();
 
   const open: Locker[] = [];

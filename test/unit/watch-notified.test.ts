@@ -5,10 +5,15 @@
  * (resubscribed) lists everything again. A memory backend with a hand-driven change feed.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { createLocker, type WatchEvent } from '../../src/index.js';
 import { MemoryBackend } from '../../src/backends/memory/index.js';
 import type { WatchRequest } from '../../src/backends/kit.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
 
 /** A memory backend whose change feed the test drives, counting the backend's list and inspect calls. */
 class AnnouncingBackend extends MemoryBackend {
@@ -104,4 +109,15 @@ test('a notified watch lists once, then inspects only the locks announced, and s
     await other.close();
     await watcher.close();
   }
+});
+
+test('an id announced before the first null neither blocks nor spins the watch: it lists once the null comes', () => {
+  const child = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'watch-early-id.ts')], {
+    encoding: 'utf8',
+    timeout: 30_000,
+    killSignal: 'SIGKILL',
+  });
+  assert.equal(child.signal, null, `the watch never listed (the child was killed after 30 s): ${child.stderr}`);
+  assert.equal(child.status, 0, child.stderr);
+  assert.match(child.stdout, /listed/);
 });

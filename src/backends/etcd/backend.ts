@@ -29,6 +29,7 @@ import type { Abandonable } from '../kit.js';
 import { createdAt, EtcdClient, entriesOf, rangeOp, youngestOp, type Entry } from './client.js';
 import { LeaseHolds } from './lease-holds.js';
 import { encodeValue, lockPrefix, parseValue } from './layout.js';
+import { watchChanges, type ChangesRequest } from './changes.js';
 import { forceRelease, listPage, readLock, type ListPage, type ListRequest } from './observe.js';
 import { decide, holders, type EtcdGrantData, type EtcdTicket } from './recipe.js';
 import { KeptAliveLease, type LeaseEnd } from './lease.js';
@@ -83,6 +84,8 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
   #session: KeptAliveLease | undefined;
   #granting: Promise<KeptAliveLease> | undefined;
   #closed = false;
+  /** Aborted by `close()` and `abandon()`: ends every `changes()` iteration and its watches. */
+  readonly #closing = new AbortController();
   /** Keys our tickets and holds use, so two acquisitions of one lease never share a key. */
   readonly #keys = new Set<string>();
   readonly #held = new LeaseHolds((d) => {
@@ -399,10 +402,20 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     return forceRelease(this.client, this.prefix, lockId);
   }
 
+  /**
+   * The lock ids under `req.prefix` whose keys etcd reports written or deleted (expiries
+   * included), `null` once the watches are in place (docs/backends/etcd.md, "Watching").
+   */
+  changes(req: ChangesRequest): AsyncIterable<string | null> {
+    const signal = AbortSignal.any([req.signal, this.#closing.signal]);
+    return watchChanges(this.client, this.prefix, { prefix: req.prefix, signal });
+  }
+
   /** Revoke our lease (every key of ours goes at once) and close the connections. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#closing.abort();
     this.#held.clear();
     this.#keys.clear();
     const s = this.#session;
@@ -417,6 +430,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
    */
   async abandon(): Promise<void> {
     this.#closed = true;
+    this.#closing.abort();
     this.#held.clear();
     this.#keys.clear();
     await this.#session?.close(false);

@@ -17,6 +17,18 @@ export function electionCases(ctx: SuiteContext): void {
 
     test('observe() yields the leaders as they change', T, () => observeYieldsLeadersAsThey(ctx));
 
+    test(
+      'observe() is woken by the engine where it is notified: leader changes seen with observeEveryMs far beyond the case',
+      { ...T, skip: !ctx.observe.notified && 'the backend is not notified of changes: observe() polls' },
+      () => observeWokenByNotification(ctx),
+    );
+
+    test(
+      "observe() where the engine is notified sees a crashed leader's term end, announced or not (a lease end writes nothing on some engines)",
+      { ...T, skip: !ctx.observe.notified && 'the backend is not notified of changes: observe() polls' },
+      () => observeSeesCrashedLeaderEnd(ctx),
+    );
+
     test('a bad participant id is a typed error', T, () => badParticipantIdTypedError(ctx));
   });
 }
@@ -94,6 +106,52 @@ async function observeYieldsLeadersAsThey(ctx: SuiteContext): Promise<void> {
   const ids = seen.map((l) => l?.id);
   assert.equal(ids[0], undefined);
   assert.ok(ids.indexOf('a') < ids.indexOf('b'));
+}
+
+/**
+ * With a 10-minute poll, only a notification can show the changes within the 20 s bound of
+ * each wait (the safety-net look comes every 30 s).
+ */
+async function observeWokenByNotification(ctx: SuiteContext): Promise<void> {
+  const { client, id } = ctx;
+  const name = id('observe-notified');
+  const watcher = client().election(name, { id: 'watcher', observeEveryMs: 600_000 });
+  const ctl = new AbortController();
+  const seen: (LeaderInfo | undefined)[] = [];
+  const done = (async () => {
+    for await (const l of watcher.observe({ signal: ctl.signal })) seen.push(l);
+  })();
+  const within = 20_000;
+  await eventually('the first view', () => seen.length >= 1, within);
+  const a = await client().election(name, { id: 'a' }).campaign();
+  await eventually('a leads', () => seen.some((l) => l?.id === 'a'), within);
+  const next = client().election(name, { id: 'b' }).campaign();
+  await a.resign();
+  const b = await next;
+  await eventually('b leads', () => seen.some((l) => l?.id === 'b'), within);
+  await b.resign();
+  await eventually('nobody leads', () => seen.at(-1) === undefined && seen.length > 2, within);
+  ctl.abort();
+  await done;
+}
+
+/** As above: a 10-minute poll, so the end is seen from a notification or at the lease end. */
+async function observeSeesCrashedLeaderEnd(ctx: SuiteContext): Promise<void> {
+  const { client, id, shortTtl, crash } = ctx;
+  const name = id('observe-crash');
+  const doomed = client({ ttlMs: shortTtl });
+  await doomed.election(name, { id: 'doomed' }).campaign();
+  const watcher = client().election(name, { id: 'watcher', observeEveryMs: 600_000 });
+  const ctl = new AbortController();
+  const seen: (LeaderInfo | undefined)[] = [];
+  const done = (async () => {
+    for await (const l of watcher.observe({ signal: ctl.signal })) seen.push(l);
+  })();
+  await eventually('the doomed leader', () => seen[0]?.id === 'doomed', 20_000);
+  await crash(doomed);
+  await eventually('nobody leads once its lease ran out', () => seen.at(-1) === undefined, 20_000);
+  ctl.abort();
+  await done;
 }
 
 function badParticipantIdTypedError(ctx: SuiteContext): void {
