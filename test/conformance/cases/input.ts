@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLocker, InvalidArgumentError, LockerClosedError, LockLostError, LockTimeoutError, minTtlMs } from '../../../src/index.js';
-import { blackHole, waitingOn } from '../../helpers.js';
+import { blackHole, eventually, waitingOn } from '../../helpers.js';
 import { T, type SuiteContext } from '../suite.js';
 
 /** A wait in the connect phase must not be bounded by the connect timeout, so it is long. */
@@ -189,8 +189,12 @@ async function closeLeavesNoTimerOwn(ctx: SuiteContext): Promise<void> {
   const lock = await locker.lock(id('timers'));
   assert.ok(lock.held);
   await locker.close();
-  await sleep(50);
-  assert.ok(timers() <= before, `timers before ${before}, after close ${timers()}`);
+  // The count is the whole process's: other clients of this suite set and clear timers of
+  // their own meanwhile (renewals, keep-alives). A timer this locker leaked stays; theirs come
+  // and go, so the count must come back within a few of their periods.
+  await eventually('the timers of before close', () => timers() <= before, 5_000, 50).catch(() => {
+    assert.fail(`timers before ${before}, after close ${timers()}`);
+  });
 }
 
 async function ttlLeavesNoValidLease(ctx: SuiteContext): Promise<void> {
