@@ -60,6 +60,12 @@ export interface ConformanceTarget {
   readonly url?: string;
   /** The password in the engine's URL, if it has one: no log line may show it. */
   readonly secret?: string;
+  /**
+   * The listing pages by Redis SCAN: a lock held throughout is returned, but may come again on
+   * a later page if the keyspace is rehashed between two pages (docs/backends/redis.md,
+   * "Listing"). Every other engine lists each lock exactly once.
+   */
+  readonly listMayRepeat?: boolean;
 }
 
 /** What every group of cases gets. */
