@@ -49,10 +49,10 @@ export interface RedisBackendOptions {
   /** Secrets (the URL's password) that must never appear in an error message. */
   readonly secrets?: readonly string[];
   /**
-   * Where this backend lists its inbox, and where its releases look for the waiter they
-   * messaged: a release whose waiter is listed resolves after that waiter heard its message
-   * (docs/backends/redis.md, "Waiting by notification"). Backends of one process that share
-   * one directory let each other's waiters go first. @default `InboxDirectory.process`, shared by every backend of this process
+   * Where this backend lists its inbox. A release no longer waits for a listed waiter's
+   * wake-up (it returns after its own round trip), so the directory only keeps the listing.
+   * @deprecated kept so that existing callers compile; it changes nothing.
+   * @default `InboxDirectory.process`
    */
   readonly inboxes?: InboxDirectory;
 }
@@ -95,9 +95,6 @@ const WAITER_GRACE_MS = 1_250;
  * its claim window: docs/backends/redis.md, "Waiting by notification".)
  */
 const MAX_WAITER_PERIOD_MS = 30_000;
-
-/** How long a release waits for its message to reach a waiter listed in its inbox directory. */
-const HEAR_CAP_MS = 25;
 
 /**
  * Random 96-bit secrets, cut from a pooled string: one `randomBytes` call per attempt cost
@@ -158,8 +155,6 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       label: options.label ?? 'redis',
       ...(options.secrets ? { secrets: options.secrets } : {}),
     });
-    // One directory per process by default: lockers of one process (each with its own backend)
-    // then let each other's waiters go first, as a user running several lockers expects.
     this.#inboxes = options.inboxes ?? InboxDirectory.process;
     const channel = `${this.#inboxPrefix}${this.#clientId}`;
     this.#inbox = new Inbox(() => client.duplicate(), channel, this.#commands, this.#healthCheckMs, this.#inboxes);
@@ -367,21 +362,16 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
 
   async release(grant: Grant<RedisGrantData>): Promise<boolean> {
     this.#assertOpen();
-    const sentAt = performance.now();
     const ok = await this.#commands.eval(RELEASE, lockKeys(this.#prefix, grant.lockId), [
       grant.data.field,
       KIND_LETTER[grant.kind],
       grant.token.toString(),
       this.#inboxPrefix,
     ]);
-    if (typeof ok !== 'string') return ok === 1;
-    // The release messaged waiter `ok`. When it waits in this process, let it go first (its
-    // message arrives just after this reply): the critical path of a hand-off is its wake-up,
-    // not the releaser's next step — say, its own next acquire barging in.
-    const clientId = ok.slice(0, ok.indexOf('.'));
-    const heard = this.#inboxes.heard(`${this.#inboxPrefix}${clientId}`, ok, sentAt, HEAR_CAP_MS);
-    if (heard) await heard;
-    return true;
+    // A string names the waiter the release messaged: the lock was released. The release does
+    // not wait for that waiter's wake-up, even in this process: its caller gets the lock's
+    // answer after one round trip (docs/backends/redis.md, "Waiting by notification").
+    return ok === 1 || typeof ok === 'string';
   }
 
   async inspect(lockId: string): Promise<LockState> {
