@@ -294,15 +294,19 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     const vouchedUntil = performance.now() + ttlMs / 2 - lossGuardMs(ttlMs) - 3;
     this.#inbox.forget(ticket.waiterId);
     const field = req.ownerId;
-    const confirmation = this.#commands
-      .eval(CLAIM, lockKeys(this.#prefix, req.lockId).slice(0, 3), [
-        field,
-        KIND_LETTER[req.kind],
-        handOff.token,
-        ticket.waiterId,
-        req.ttlMs,
-        req.lockDelayMs,
-      ])
+    // The claim goes out in the check phase, once the caller's code after `await lock()` ran:
+    // the hold does not depend on it, and its send (a syscall) is then off the hand-off's path.
+    const confirmation = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() =>
+        this.#commands.eval(CLAIM, lockKeys(this.#prefix, req.lockId).slice(0, 3), [
+          field,
+          KIND_LETTER[req.kind],
+          handOff.token,
+          ticket.waiterId,
+          req.ttlMs,
+          req.lockDelayMs,
+        ]),
+      )
       .then((ok): Extension => {
         if (ok !== 1) throw new LockLostError(req.lockId, 'not-held', { context: { backend: this.name } });
         if (performance.now() < vouchedUntil) return { ttlMs: req.ttlMs };
