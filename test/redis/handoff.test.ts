@@ -248,6 +248,34 @@ test('a release returns after its own round trip, not after a waiter of its proc
   }
 });
 
+test("a releaser's next acquire lets the waiter of its process it woke go first (non-fair, no barging in a hot loop)", T, async () => {
+  // An acquire sent right after the release, before b's wake-up was read, would take the lock
+  // back ahead of b's woken attempt (in about half the rounds when both read one loopback).
+  const a = createLocker(server.url, { ttlMs: 10_000 });
+  const b = createLocker(server.url, { ttlMs: 10_000 });
+  try {
+    const lockId = `no-barging:${randomBytes(6).toString('hex')}`;
+    const rounds = 20;
+    let bFirst = 0;
+    for (let i = 0; i < rounds; i++) {
+      const held = await a.lock(lockId);
+      const order: string[] = [];
+      const waiting = b.lock(lockId).then((l) => (order.push('b'), l));
+      await eventually('b queued', async () => (await a.inspect(lockId)).waiters === 1, 10_000, 2);
+      await held.release();
+      const again = a.lock(lockId).then((l) => (order.push('a'), l));
+      const first = await Promise.race([waiting, again]);
+      if (order[0] === 'b') bFirst += 1;
+      await first.release();
+      await (await (first === (await waiting) ? again : waiting)).release();
+    }
+    assert.ok(bFirst >= rounds - 3, `the woken waiter got the lock first in ${bFirst} of ${rounds} rounds`);
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});
+
 test('non-fair waiters are woken, not handed the lock', T, async () => {
   const lockId = `no-handoff:${randomBytes(6).toString('hex')}`;
   const a = await backend();

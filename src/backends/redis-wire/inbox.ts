@@ -44,14 +44,27 @@ interface Sleeper {
 }
 
 /**
- * The open inboxes of a process, by channel. Releases used to wait here for a waiter of their
- * own process to hear its message; they no longer do (a release returns after its own round
- * trip), and the directory is kept only for the `inboxes` option of existing callers.
+ * The open inboxes a release may find its waiter in, by channel. When a release messaged a
+ * waiter listed here, the releasing backend's next acquire of that lock waits until the
+ * waiter heard its message ({@link InboxDirectory.heard}), so that it does not barge in ahead
+ * of the wake-up; the release itself does not wait. A backend lists its own inbox in the
+ * directory it was given (by default the process's, {@link InboxDirectory.process}).
  */
 export class InboxDirectory {
   /** The directory backends use unless given one: shared by every backend of this process. */
   static readonly process = new InboxDirectory();
   readonly #inboxes = new Map<string, Inbox>();
+
+  /**
+   * Resolve once the message a release just sent to `waiterId` (on `channel`) was heard, when
+   * that waiter's inbox is listed here: its wake-up (its attempt, or its hold on receipt) then
+   * runs before the releaser's own next acquire of that lock, in a hot loop say.
+   * Undefined when the waiter is not here or already heard since `sentAt` (the release's send
+   * time); the wait ends after `capMs` at most (a message lost with a dropped subscriber).
+   */
+  heard(channel: string, waiterId: string, sentAt: number, capMs: number): Promise<void> | undefined {
+    return this.#inboxes.get(channel)?.heard(waiterId, sentAt, capMs);
+  }
 
   /** List `inbox` under `channel`. */
   add(channel: string, inbox: Inbox): void {
@@ -81,6 +94,10 @@ export class Inbox {
   readonly #wokenAt = new Map<string, number>();
   /** Per local waiter, the latest hand-off its messages carried. */
   readonly #handed = new Map<string, HandOff>();
+  /** Per local waiter, when (local time) its latest message arrived. */
+  readonly #heardAt = new Map<string, number>();
+  /** Releases of this process waiting until a local waiter's message arrives. */
+  readonly #hearers = new Map<string, Set<() => void>>();
   /** Per local waiter, the latest "re-check by" (local time) a message set, and when it came. */
   readonly #recheck = new Map<string, { readonly at: number; readonly seen: number }>();
   /** Waiter ids of acquisitions in this client that may still wait (their wake-ups are kept). */
@@ -110,6 +127,28 @@ export class Inbox {
     directory.add(channel, this);
   }
 
+  /** See {@link InboxDirectory.heard}: `waiterId` is a waiter of this inbox. */
+  heard(waiterId: string, sentAt: number, capMs: number): Promise<void> | undefined {
+    if (this.#epoch === undefined || !this.#localIds.has(waiterId)) return undefined;
+    if ((this.#heardAt.get(waiterId) ?? -Infinity) >= sentAt) return undefined;
+    let hearers = this.#hearers.get(waiterId);
+    if (!hearers) {
+      hearers = new Set();
+      this.#hearers.set(waiterId, hearers);
+    }
+    const set = hearers;
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        set.delete(done);
+        if (set.size === 0 && this.#hearers.get(waiterId) === set) this.#hearers.delete(waiterId);
+        resolve();
+      };
+      const timer = setTimeout(done, capMs);
+      set.add(done);
+    });
+  }
+
   /** Note the inbox state before an attempt of `waiterId` is sent. */
   mark(waiterId: string): InboxMark {
     if (waiterId !== '') this.#localIds.add(waiterId);
@@ -123,6 +162,7 @@ export class Inbox {
     this.#wokenAt.delete(waiterId);
     this.#handed.delete(waiterId);
     this.#recheck.delete(waiterId);
+    this.#heardAt.delete(waiterId);
   }
 
   /** The hand-off made to `waiterId` whose message arrived after `mark`, if any. */
@@ -185,7 +225,9 @@ export class Inbox {
     this.#wokenAt.clear();
     this.#handed.clear();
     this.#recheck.clear();
+    this.#heardAt.clear();
     this.#directory.remove(this.#channel, this);
+    for (const hearers of [...this.#hearers.values()]) for (const done of [...hearers]) done();
     const sub = this.#subscriber;
     this.#subscriber = undefined;
     sub?.disconnect(false);
@@ -245,7 +287,12 @@ export class Inbox {
   #onMessage(message: string): void {
     this.#received += 1;
     const [waiterId = '', token, expiresAt, secret = ''] = message.split('|');
+    // A release waiting on this message goes on in the check phase, after every microtask:
+    // the waiter's wake-up below (its attempt or claim already written) runs first.
+    const hearers = this.#hearers.get(waiterId);
+    if (hearers) setImmediate(() => hearers.forEach((done) => done()));
     if (!this.#localIds.has(waiterId)) return;
+    this.#heardAt.set(waiterId, performance.now());
     if (token === 'next') {
       // The window ends that long after the release; a few ms more for the message's trip.
       const at = performance.now() + Number(expiresAt) + 5;

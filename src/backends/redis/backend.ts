@@ -11,6 +11,7 @@ import {
   EVERY_CAPABILITY,
   LockLostError,
   lossGuardMs,
+  raceAbort,
   type AcquireRequest,
   type AcquireResult,
   type Backend,
@@ -26,6 +27,7 @@ import { closeClient, type RedisClientLike } from '../redis-wire/clients.js';
 import { RedisCommands } from '../redis-wire/commands.js';
 import { Inbox, InboxDirectory, type InboxMark } from '../redis-wire/inbox.js';
 import { keyBase, lockKeys, whoRecord } from '../redis-wire/keys.js';
+import { Secrets } from '../redis-wire/secrets.js';
 import type { Scan } from '../redis-wire/scan.js';
 import { listPage, readInspect } from './observe.js';
 import { ACQUIRE, CANCEL, CLAIM, CLAIM_MS, EXTEND, FORCE, INSPECT, RELEASE, UNDO } from './scripts.js';
@@ -49,13 +51,16 @@ export interface RedisBackendOptions {
   /** Secrets (the URL's password) that must never appear in an error message. */
   readonly secrets?: readonly string[];
   /**
-   * Where this backend lists its inbox. A release no longer waits for a listed waiter's
-   * wake-up (it returns after its own round trip), so the directory only keeps the listing.
-   * @deprecated kept so that existing callers compile; it changes nothing.
-   * @default `InboxDirectory.process`
+   * Where this backend lists its inbox, and where its releases look for the waiter they
+   * messaged: this backend's next acquire of that lock waits until a listed waiter heard its
+   * message (docs/backends/redis.md, "Waiting by notification"); the release itself does not.
+   * @default `InboxDirectory.process`, shared by every backend of this process
    */
   readonly inboxes?: InboxDirectory;
 }
+
+/** How long an acquire waits for the wake-up of a waiter of this process that a release of this backend messaged. */
+const HEAR_CAP_MS = 25;
 
 /** The queue position of a waiting acquisition and the wake-up state it saw. */
 export interface RedisTicket {
@@ -96,25 +101,6 @@ const WAITER_GRACE_MS = 1_250;
  */
 const MAX_WAITER_PERIOD_MS = 30_000;
 
-/**
- * Random 96-bit secrets, cut from a pooled string: one `randomBytes` call per attempt cost
- * about 2 µs, a visible share of an uncontended fair lock.
- */
-class Secrets {
-  /** 256 secrets of 12 random bytes, as base64url (16 characters each, no padding). */
-  #pool = '';
-  #at = 0;
-
-  next(): string {
-    if (this.#at >= this.#pool.length) {
-      this.#pool = randomBytes(12 * 256).toString('base64url');
-      this.#at = 0;
-    }
-    this.#at += 16;
-    return this.#pool.slice(this.#at - 16, this.#at);
-  }
-}
-
 /** What the Redis backend can do (every capability of the seam). */
 export const REDIS_CAPABILITIES: Capabilities = EVERY_CAPABILITY;
 
@@ -139,6 +125,8 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   readonly #secrets = new Secrets();
   #waiterSeq = 0;
   #attemptSeq = 0;
+  /** Per lock id, the wake-up of a waiter of this process that this backend's last release messaged, until heard. */
+  readonly #waking = new Map<string, Promise<void>>();
   #closed = false;
   /** Aborted by `close()`: ends every `changes()` iteration and drops its connection. */
   readonly #closing = new AbortController();
@@ -184,6 +172,10 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     this.#assertOpen();
     const handed = req.ticket && this.#holdOnReceipt(req, req.ticket);
     if (handed) return { granted: true, grant: handed };
+    // This backend just released the lock to a waiter of this process: let its wake-up go
+    // out first, or this attempt, sent sooner, would take the lock back every time.
+    const waking = req.ticket ? undefined : this.#waking.get(req.lockId);
+    if (waking) await raceAbort(waking, req.signal);
     const waiterId = this.#waiterId(req);
     // Note what the inbox delivered BEFORE the attempt is sent: a wake-up after this point is
     // seen by waitForChange, so a release between the attempt and the wait is not lost.
@@ -366,16 +358,27 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
 
   async release(grant: Grant<RedisGrantData>): Promise<boolean> {
     this.#assertOpen();
+    const sentAt = performance.now();
     const ok = await this.#commands.eval(RELEASE, lockKeys(this.#prefix, grant.lockId), [
       grant.data.field,
       KIND_LETTER[grant.kind],
       grant.token.toString(),
       this.#inboxPrefix,
     ]);
-    // A string names the waiter the release messaged: the lock was released. The release does
-    // not wait for that waiter's wake-up, even in this process: its caller gets the lock's
-    // answer after one round trip (docs/backends/redis.md, "Waiting by notification").
-    return ok === 1 || typeof ok === 'string';
+    if (typeof ok !== 'string') return ok === 1;
+    // The release messaged waiter `ok`. It returns now (one round trip); when that waiter is
+    // in this process, this backend's next acquire of the lock waits for its wake-up instead
+    // (docs/backends/redis.md, "Waiting by notification").
+    const clientId = ok.slice(0, ok.indexOf('.'));
+    const heard = this.#inboxes.heard(`${this.#inboxPrefix}${clientId}`, ok, sentAt, HEAR_CAP_MS);
+    if (heard) {
+      const lockId = grant.lockId;
+      this.#waking.set(lockId, heard);
+      void heard.then(() => {
+        if (this.#waking.get(lockId) === heard) this.#waking.delete(lockId);
+      });
+    }
+    return true;
   }
 
   async inspect(lockId: string): Promise<LockState> {
