@@ -13,6 +13,7 @@ import { manifest as cassandra } from './cassandra/manifest.js';
 import { manifest as etcd } from './etcd/manifest.js';
 import { manifest as postgres } from './postgres/manifest.js';
 import { manifest as mysql } from './mysql/manifest.js';
+import { manifest as nats } from './nats/manifest.js';
 
 /** Every engine, in the order `supportedSchemes()` lists their schemes. */
 export const ENGINES: readonly EngineManifest[] = Object.freeze([
@@ -25,4 +26,5 @@ export const ENGINES: readonly EngineManifest[] = Object.freeze([
   etcd,
   postgres,
   mysql,
+  nats,
 ]);

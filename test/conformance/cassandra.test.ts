@@ -12,6 +12,7 @@ const url = `${server.url}?create=true`;
 await conformance({
   name: 'cassandra',
   createLocker: (options) => createLocker(url, options),
+  url,
   // Cells live in whole seconds (ttl rounded up, plus one): expiry cases need ≥ 1 s to mean anything.
   shortTtlMs: 1000,
   blackHoleUrl: (port) => `cassandra://127.0.0.1:${port}/locksmith`,

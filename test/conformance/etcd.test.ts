@@ -14,10 +14,12 @@ import { conformance } from './suite.js';
 const LEASE_TTL_MS = 3_000;
 
 const server = await useServer(() => startEtcd());
+const url = `${server.url}?prefix=locksmith-conformance/&leaseTtlMs=${LEASE_TTL_MS}`;
 
 await conformance({
   name: 'etcd',
-  createLocker: (options) => createLocker(`${server.url}?prefix=locksmith-conformance/&leaseTtlMs=${LEASE_TTL_MS}`, options),
+  createLocker: (options) => createLocker(url, options),
+  url,
   blackHoleUrl: (port) => `etcd://127.0.0.1:${port}`,
   shortTtlMs: 1_000,
 });

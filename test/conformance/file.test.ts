@@ -17,5 +17,6 @@ const url = pathToFileURL(dir).href;
 await conformance({
   name: 'file',
   createLocker: (options) => createLocker(url, options),
+  url,
   shortTtlMs: 300,
 });

@@ -11,6 +11,7 @@ const server = await useServer(() => startRedis());
 await conformance({
   name: 'redis',
   createLocker: (options) => createLocker(server.url, options),
+  url: server.url,
   shortTtlMs: 300,
   blackHoleUrl: (port) => `redis://127.0.0.1:${port}`,
 });

@@ -52,6 +52,12 @@ export interface ConformanceTarget {
    * connections and never answers (the connect-phase cases). Omit for in-process engines.
    */
   blackHoleUrl?(port: number): string;
+  /**
+   * The URL another process opens this engine with (the same locks `createLocker` sees): the
+   * cases about other processes' locks run on it. Omit for an in-process engine (memory://),
+   * which keeps the same cases with a second locker of this process instead.
+   */
+  readonly url?: string;
   /** The password in the engine's URL, if it has one: no log line may show it. */
   readonly secret?: string;
 }

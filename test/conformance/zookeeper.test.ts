@@ -14,10 +14,12 @@ import { conformance } from './suite.js';
 const SESSION_TIMEOUT_MS = 4_000;
 
 const server = await useServer(() => startZooKeeper({ nodes: 3 }));
+const url = `${server.url}/locksmith-conformance?sessionTimeoutMs=${SESSION_TIMEOUT_MS}`;
 
 await conformance({
   name: 'zookeeper',
-  createLocker: (options) => createLocker(`${server.url}/locksmith-conformance?sessionTimeoutMs=${SESSION_TIMEOUT_MS}`, options),
+  createLocker: (options) => createLocker(url, options),
+  url,
   blackHoleUrl: (port) => `zookeeper://127.0.0.1:${port}/locksmith`,
   shortTtlMs: 1_000,
 });

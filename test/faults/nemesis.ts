@@ -130,7 +130,7 @@ export const FAULTS = {
    * ttl forward, then back. Monotonic clocks are left alone, as NTP steps leave them.
    */
   'clock-skew': {
-    skip: () => undefined,
+    skip: (profile) => profile.wallClockLeases,
     clockOffsetMs: (i, p) => (i % 2 === 0 ? 1 : -1) * Math.round(p.ttlMs / 2),
     async inject(ctx) {
       const w = await ctx.holder();

@@ -13,6 +13,7 @@ import { startRedlock } from '../../scripts/servers/redlock.js';
 import { startEtcd } from '../../scripts/servers/etcd.js';
 import { startPostgres } from '../../scripts/servers/postgres.js';
 import { startMariaDb } from '../../scripts/servers/mariadb.js';
+import { startNats } from '../../scripts/servers/nats.js';
 import type { RunningServer } from '../../scripts/servers/harness.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -50,6 +51,11 @@ export interface FaultProfile {
   readonly serverKill: ServerKill;
   /** False when clients reach the locks without a network (file://): partitions do not apply. */
   readonly network?: false;
+  /**
+   * Set (the reason) when leases end by the lockers' wall clocks within a documented skew:
+   * the clock-skew fault breaks that assumption by design and is not run.
+   */
+  readonly wallClockLeases?: string;
   /** Workers ask for fair locks (the engine's hand-off path is then what the faults hit). */
   readonly fair?: boolean;
   /** The URL a worker uses, from the engine's (or a proxied) URL: add tuning parameters. */
@@ -152,6 +158,26 @@ const etcd: FaultProfile = {
   freeBoundMs: () => 2_000 + 2_000,
 };
 
+/**
+ * NATS JetStream KV on one node (Debian's 2.9.10 cannot replicate a compare-and-set safely:
+ * docs/backends/nats.md, "Replicas"): a killed server restarts with its file store. Leases
+ * are stored times on the workers' clocks (one machine here: no skew).
+ */
+const nats: FaultProfile = {
+  name: 'nats',
+  start: () => startNats({ nodes: 1 }),
+  defaultPort: 4222,
+  ttlMs: 1_500,
+  lockDelayMs: 0,
+  criticalMs: 5,
+  faultMs: 3_000,
+  serverKill: { kind: 'single', downMs: 1_500 },
+  tune: (url) => withParam(url, 'bucket=faults&clockSkewMs=100'),
+  wallClockLeases: 'leases end by the lockers\' wall clocks within clockSkewMs (docs/backends/nats.md, "Whose clock")',
+  // A lease counts as ended clockSkewMs after its stored end; waiters wake at that time.
+  freeBoundMs: standard({ ttlMs: 1_600, lockDelayMs: 0 }),
+};
+
 /** The SQL engines: lease rows on the database's clock; a killed server restarts with its data. */
 const sql = (name: string, start: () => Promise<RunningServer>, defaultPort: number): FaultProfile => ({
   name,
@@ -197,6 +223,7 @@ export const PROFILES: Readonly<Record<string, FaultProfile>> = {
   cassandra,
   postgres: sql('postgres', () => startPostgres(), 5432),
   mysql: sql('mysql', () => startMariaDb(), 3306),
+  nats,
   file,
 };
 

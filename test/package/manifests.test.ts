@@ -24,7 +24,8 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
   devDependencies: Record<string, string>;
 };
 /** Optional peers that are not an engine's driver. */
-const NON_ENGINE_PEERS = ['prom-client'];
+// The NATS engine's driver is three packages: the manifest names the transport, the other two come with it.
+const NON_ENGINE_PEERS = ['prom-client', '@nats-io/jetstream', '@nats-io/kv'];
 const read = (path: string): string => readFileSync(join(root, path), 'utf8');
 const readIfAny = (path: string): string => (existsSync(join(root, path)) ? read(path) : '');
 

@@ -1,10 +1,15 @@
 /**
  * Listing figures for docs/backends/zookeeper.md, "Listing" (not a test: timings belong here).
- * `npx tsx test/zookeeper/list-bench.ts [locks]` starts a one-node ZooKeeper, holds `locks`
- * (default 10,000) locks through the seam, then times paging through all of them with limit
- * 1,000 (three runs), and the uncontended acquire + release cost with and without an
- * identity in the node's data, in alternating rounds.
+ * `npx tsx test/zookeeper/list-bench.ts [locks] [old src]` starts a one-node ZooKeeper, holds
+ * `locks` (default 10,000) locks through the seam, then times paging through all of them with
+ * limit 1,000 (three runs), and the uncontended acquire + release cost with and without an
+ * identity in the node's data, in alternating rounds. With `old src` (the `src/` folder of
+ * another checkout, e.g. `git archive main src | tar -x -C /tmp/old` with a `node_modules`
+ * link beside it), the paging alternates between that code's backend and this one's, seven
+ * rounds each, and prints the medians.
  */
+import { pathToFileURL } from 'node:url';
+import { resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createZooKeeperBackend, type ZooKeeperBackend } from '../../src/backends/zookeeper/index.js';
 import type { ZkTicket } from '../../src/backends/zookeeper/recipe.js';
@@ -12,6 +17,7 @@ import { seamRequest } from '../helpers.js';
 import { startZooKeeper } from '../../scripts/servers/zookeeper.js';
 
 const LOCKS = Number(process.argv[2] ?? 10_000);
+const OLD_SRC = process.argv[3];
 const IDENTITY = '{"h":"build-host-01.example","p":123456,"n":"orders-service"}';
 
 async function holdAll(b: ZooKeeperBackend): Promise<void> {
@@ -19,14 +25,17 @@ async function holdAll(b: ZooKeeperBackend): Promise<void> {
     const batch = Array.from({ length: Math.min(500, LOCKS - i) }, (_, k) => `bench:${String(i + k).padStart(6, '0')}`);
     await Promise.all(
       batch.map(async (id) => {
-        const r = await b.tryAcquire(seamRequest<ZkTicket>(id, `o-${id}`, { wait: false, ttlMs: 600_000 }));
+        // The default identity of a locker: listing reads and decodes it.
+        const r = await b.tryAcquire(seamRequest<ZkTicket>(id, `o-${id}`, { wait: false, ttlMs: 600_000, identity: IDENTITY }));
         if (!r.granted) throw new Error(`${id} not granted`);
       }),
     );
   }
 }
 
-async function pageAll(b: ZooKeeperBackend): Promise<{ ms: number; cpuMs: number; locks: number; pages: number }> {
+type Lister = Pick<ZooKeeperBackend, 'list'>;
+
+async function pageAll(b: Lister): Promise<{ ms: number; cpuMs: number; locks: number; pages: number }> {
   const start = performance.now();
   const cpu = process.cpuUsage();
   let cursor: string | undefined;
@@ -39,7 +48,35 @@ async function pageAll(b: ZooKeeperBackend): Promise<{ ms: number; cpuMs: number
     cursor = p.cursor;
   } while (cursor !== undefined);
   const used = process.cpuUsage(cpu);
+  if (locks !== LOCKS) throw new Error(`listed ${locks} of ${LOCKS} held locks`);
   return { ms: performance.now() - start, cpuMs: (used.user + used.system) / 1_000, locks, pages };
+}
+
+const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? NaN;
+
+/** Paging through every lock by the old code's backend and this one's, alternating. */
+async function oldAgainstNew(url: string, reader: Lister): Promise<void> {
+  const mod = (await import(pathToFileURL(resolve(OLD_SRC ?? '', 'backends/zookeeper/index.ts')).href)) as {
+    createZooKeeperBackend: (url: string) => Lister & { close(): Promise<void> };
+  };
+  const old = mod.createZooKeeperBackend(url);
+  const runs: Record<'old' | 'new', { ms: number; cpuMs: number }[]> = { old: [], new: [] };
+  try {
+    await pageAll(old);
+    for (let round = 0; round < 7; round++) {
+      runs.old.push(await pageAll(old));
+      runs.new.push(await pageAll(reader));
+    }
+  } finally {
+    await old.close();
+  }
+  for (const k of ['old', 'new'] as const) {
+    const ms = runs[k].map((r) => Math.round(r.ms));
+    const cpu = median(runs[k].map((r) => r.cpuMs));
+    console.log(
+      `${k}: page through ${LOCKS} locks, limit 1000: median ${median(ms)} ms (client CPU ${Math.round(cpu)} ms), runs ${ms.join(' ')}`,
+    );
+  }
 }
 
 /** `n` uncontended acquire + release round trips through the seam; ms per pair. */
@@ -54,8 +91,9 @@ async function cycle(b: ZooKeeperBackend, identity: string, n: number): Promise<
 }
 
 async function main(): Promise<void> {
-  const server = await startZooKeeper({ nodes: 1 });
-  const url = `zookeeper://${server.connectString}/bench?sessionTimeoutMs=60000`;
+  // Long sessions: a hold's lease is at most the session timeout, and the rounds outlast a minute.
+  const server = await startZooKeeper({ nodes: 1, maxSessionTimeoutMs: 600_000 });
+  const url = `zookeeper://${server.connectString}/bench?sessionTimeoutMs=600000`;
   const b = createZooKeeperBackend(url);
   const reader = createZooKeeperBackend(url);
   try {
@@ -68,13 +106,13 @@ async function main(): Promise<void> {
         `page through ${r.locks} held locks, limit 1000: ${Math.round(r.ms)} ms (${r.pages} pages, client CPU ${Math.round(r.cpuMs)} ms)`,
       );
     }
+    if (OLD_SRC !== undefined) await oldAgainstNew(url, reader);
     const rounds: Record<'without' | 'with', number[]> = { without: [], with: [] };
     await cycle(b, IDENTITY, 100);
     for (let round = 0; round < 6; round++) {
       rounds.without.push(await cycle(b, '', 300));
       rounds.with.push(await cycle(b, IDENTITY, 300));
     }
-    const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? NaN;
     const a = median(rounds.without);
     const c = median(rounds.with);
     console.log(`acquire+release: ${a.toFixed(3)} ms without identity, ${c.toFixed(3)} ms with (${(((c - a) / a) * 100).toFixed(1)} %)`);

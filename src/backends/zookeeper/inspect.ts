@@ -47,11 +47,11 @@ export async function readLock(host: RecipeHost, s: ZkSession, lockId: string, p
   const base = await host.op(s, 'getChildren', s.listing(paths.base));
   if (!base) return { state: { lockId, holders: [], waiters: 0, queue: [] }, holdNodes: [] };
   const folder = (dir: string, path: string) => (base.children.includes(dir) ? s.listing(path) : Promise.resolve(null));
-  const [gateList, leaseList] = await host.op(
-    s,
-    'getChildren',
-    Promise.all([folder(GATE_DIR, paths.gate), folder(LEASES_DIR, paths.leases)]),
-  );
+  // Most locks have neither folder: then no request, and no bounded wait for none (a listing reads thousands).
+  const [gateList, leaseList] =
+    base.children.includes(GATE_DIR) || base.children.includes(LEASES_DIR)
+      ? await host.op(s, 'getChildren', Promise.all([folder(GATE_DIR, paths.gate), folder(LEASES_DIR, paths.leases)]))
+      : [null, null];
   const queue = sortedQueue(base.children, QUEUE_NAMES);
   const gate = sortedQueue(gateList?.children ?? [], GATE_NAMES);
   // A semaphore that holds the gate and waits for a permit already has its lease: not a holder.

@@ -11,6 +11,14 @@ import { decodeLockId, encodeLockId, lockPaths } from './layout.js';
 import type { RecipeHost } from './recipe.js';
 import type { ZkSession } from './session.js';
 
+/**
+ * At most this many locks of a page are read at once. All 1,000 at once kept ~2,000
+ * requests and their replies in memory together: more garbage to collect for no gain in
+ * time, since the one session answers them in order anyway (docs/backends/zookeeper.md,
+ * "Listing").
+ */
+const READ_WINDOW = 128;
+
 /** A cursor is this, then the encoded name of the last lock node the page looked at. */
 const CURSOR_TAG = 'zk1:';
 
@@ -33,8 +41,8 @@ export function lockIdOf(name: string): string | undefined {
 
 /**
  * One page: the root's child names (one getChildren), sorted, those after the cursor whose
- * id starts with `prefix`, at most `limit` of them read in parallel (`readLock`: one listing
- * of the lock's node, then its holder and waiter nodes). Idle lock nodes (kept by a crashed
+ * id starts with `prefix`, at most `limit` of them read, {@link READ_WINDOW} at a time
+ * (`readLock`: one listing of the lock's node, then its holder and waiter nodes). Idle lock nodes (kept by a crashed
  * holder, or the semaphore folders) are read but not listed, so a page can be shorter than
  * `limit` while more follow.
  */
@@ -59,7 +67,7 @@ export async function listLocks(host: RecipeHost, s: ZkSession, chroot: string, 
     }
     picked.push({ name, lockId });
   }
-  const read = await Promise.all(picked.map((p) => readLock(host, s, p.lockId, lockPaths(chroot, p.lockId))));
+  const read = await inWindow(picked, READ_WINDOW, (p) => readLock(host, s, p.lockId, lockPaths(chroot, p.lockId)));
   req.signal.throwIfAborted();
   const locks = read.map((r) => r.state).filter((l) => l.holders.length > 0 || l.waiters > 0);
   const last = picked.at(-1);
@@ -79,4 +87,18 @@ export async function breakLock(host: RecipeHost, s: ZkSession, chroot: string, 
   const { holdNodes } = await readLock(host, s, lockId, lockPaths(chroot, lockId));
   const deleted = await host.op(s, 'delete', Promise.all(holdNodes.map((nodes) => Promise.all(nodes.map((n) => s.delete(n))))));
   return deleted.filter((d) => d[0] === true).length;
+}
+
+/** `work` over `items`, at most `window` at once, results in the order of `items`. */
+async function inWindow<T, R>(items: readonly T[], window: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await work(items[i] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(window, items.length) }, lane));
+  return out;
 }

@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import { InvalidArgumentError, LockLostError, UnsupportedError, type Locker, type LockInfo, type WatchEvent } from '../../../src/index.js';
 import { eventually, lossOf, waitingOn } from '../../helpers.js';
 import { T, type SuiteContext } from '../suite.js';
+import { otherProcessCases } from './processes.js';
 
 /** Every lock under `prefix`, page by page (asserting that no page is larger than `limit`). */
 async function listAll(locker: Locker, prefix: string, limit = 100): Promise<LockInfo[]> {
@@ -24,9 +25,13 @@ export function observeCases(ctx: SuiteContext): void {
     unsupportedCases(ctx);
     return;
   }
+  // Another process where the engine is shared between processes; else another locker.
+  if (ctx.target.url === undefined) {
+    sameProcessCases(ctx);
+    watchCases(ctx);
+  } else otherProcessCases(ctx, ctx.target.url);
   listCases(ctx);
   pagingCases(ctx);
-  watchCases(ctx);
   if (ctx.observe.forceRelease) breakCases(ctx);
   badInputCases(ctx);
 }
@@ -39,36 +44,38 @@ function unsupportedCases({ client, id }: SuiteContext): void {
   });
 }
 
-function listCases({ client, id, caps }: SuiteContext): void {
-  describe('listing locks', () => {
-    test('a holder and a waiter of another locker are listed with their identities, times and token', T, async () => {
-      const lockId = id('who');
-      const holder = client({ name: 'conf-holder', meta: { role: 'holder' } });
-      const waiter = client({ name: 'conf-waiter' });
-      const lock = await holder.lock(lockId);
-      const queued = waitingOn(waiter, lockId);
-      const ctl = new AbortController();
-      const waiting = waiter.lock(lockId, { signal: ctl.signal, fair: caps.fair });
-      await queued;
-      const [listed, ...rest] = (await client().list({ prefix: lockId })).locks;
-      assert.equal(rest.length, 0);
-      assert.equal(listed?.lockId, lockId);
-      assert.equal(listed.kind, 'mutex');
-      const h = listed.holders[0];
-      assert.equal(h?.token, lock.token);
-      assert.deepEqual(h.identity, { host: hostname(), pid: process.pid, name: 'conf-holder', meta: { role: 'holder' } });
-      if (h.acquiredAt !== undefined && h.leaseEndsAt !== undefined) assert.ok(h.leaseEndsAt > h.acquiredAt);
-      if (caps.fair) {
-        await eventually('the waiter is listed', async () => (await holder.inspect(lockId)).queue.length === 1);
-        const w = (await holder.inspect(lockId)).queue[0];
-        assert.equal(w?.identity?.name, 'conf-waiter');
-        assert.equal(w.identity.pid, process.pid);
-      }
-      ctl.abort(new Error('enough'));
-      await assert.rejects(waiting, /enough/);
-      await lock.release();
-    });
+function sameProcessCases({ client, id, caps }: SuiteContext): void {
+  test('a holder and a waiter of another locker are listed with their identities, times and token', T, async () => {
+    const lockId = id('who');
+    const holder = client({ name: 'conf-holder', meta: { role: 'holder' } });
+    const waiter = client({ name: 'conf-waiter' });
+    const lock = await holder.lock(lockId);
+    const queued = waitingOn(waiter, lockId);
+    const ctl = new AbortController();
+    const waiting = waiter.lock(lockId, { signal: ctl.signal, fair: caps.fair });
+    await queued;
+    const [listed, ...rest] = (await client().list({ prefix: lockId })).locks;
+    assert.equal(rest.length, 0);
+    assert.equal(listed?.lockId, lockId);
+    assert.equal(listed.kind, 'mutex');
+    const h = listed.holders[0];
+    assert.equal(h?.token, lock.token);
+    assert.deepEqual(h.identity, { host: hostname(), pid: process.pid, name: 'conf-holder', meta: { role: 'holder' } });
+    if (h.acquiredAt !== undefined && h.leaseEndsAt !== undefined) assert.ok(h.leaseEndsAt > h.acquiredAt);
+    if (caps.fair) {
+      await eventually('the waiter is listed', async () => (await holder.inspect(lockId)).queue.length === 1);
+      const w = (await holder.inspect(lockId)).queue[0];
+      assert.equal(w?.identity?.name, 'conf-waiter');
+      assert.equal(w.identity.pid, process.pid);
+    }
+    ctl.abort(new Error('enough'));
+    await assert.rejects(waiting, /enough/);
+    await lock.release();
+  });
+}
 
+function listCases({ client, id }: SuiteContext): void {
+  describe('listing locks', () => {
     test('a released lock leaves the list', T, async () => {
       const lockId = id('gone');
       const locker = client();
