@@ -5,7 +5,9 @@
  * lists its contenders; see bench/README.md.
  *
  * Knobs (all optional; BENCH_QUICK=1 first sets smoke-run values, the others override it):
- *   BENCH_ITERATIONS     latency samples of the uncontended and hand-off rows   (200; quick 30)
+ *   BENCH_ITERATIONS     uncontended cycles per library per round               (200; quick 30)
+ *   BENCH_ROUNDS         measured uncontended rounds, after one warm-up round   (10; quick 3)
+ *   BENCH_HANDOFF_ROUNDS hand-off samples per library, one per round            (60; quick 15)
  *   BENCH_CONTENDERS     contender counts of the hot-lock rows                  (1,2,8,32,64; quick 1,8)
  *   BENCH_SECONDS        length of each hot-lock row                            (3; quick 1)
  *   BENCH_CRITICAL_MS    critical section of the hot-lock rows                  (script's default, 2)
@@ -13,10 +15,13 @@
  *   BENCH_WAITERS        waiters of the waiters row, 0 skips it                 (1000; quick 100)
  *   BENCH_IDLE_SECONDS   idle window of the waiters row                         (3; quick 1)
  *   BENCH_DRAIN_SECONDS  give up draining the waiters after this long           (60; quick 10)
- *   BENCH_HANDOFF_SECONDS  time budget of the hand-off row                      (30; quick 5)
+ *   BENCH_HANDOFF_SECONDS  time budget of the hand-off rows                     (60; quick 10)
  *   BENCH_ONLY           comma-separated substrings: run only contenders whose name has one
  */
 import {
+  forkedContender,
+  forkedUrl,
+  serveForked,
   formatComparison,
   jsonLines,
   machineInfo,
@@ -43,13 +48,25 @@ const num = (name: string, fallback: number): number => {
 export function optionsFromEnv(defaults: MatrixOptions = {}): MatrixOptions {
   const quick = env('BENCH_QUICK') !== undefined;
   const base: MatrixOptions = quick
-    ? { iterations: 30, contenders: [1, 8], durationMs: 1_000, keys: 500, waiters: 100, idleMs: 1_000, drainBudgetMs: 10_000 }
+    ? {
+        iterations: 30,
+        rounds: 3,
+        handoffRounds: 15,
+        contenders: [1, 8],
+        durationMs: 1_000,
+        keys: 500,
+        waiters: 100,
+        idleMs: 1_000,
+        drainBudgetMs: 10_000,
+      }
     : {};
   const o = { ...defaults, ...base };
   const list = env('BENCH_CONTENDERS');
   return {
     ...o,
     iterations: num('BENCH_ITERATIONS', o.iterations ?? 200),
+    rounds: num('BENCH_ROUNDS', o.rounds ?? 10),
+    handoffRounds: num('BENCH_HANDOFF_ROUNDS', o.handoffRounds ?? 60),
     contenders: list ? list.split(',').map(Number) : (o.contenders ?? [1, 2, 8, 32, 64]),
     durationMs: num('BENCH_SECONDS', (o.durationMs ?? 3_000) / 1000) * 1000,
     criticalMs: num('BENCH_CRITICAL_MS', o.criticalMs ?? 2),
@@ -57,7 +74,7 @@ export function optionsFromEnv(defaults: MatrixOptions = {}): MatrixOptions {
     waiters: num('BENCH_WAITERS', o.waiters ?? 1_000),
     idleMs: num('BENCH_IDLE_SECONDS', (o.idleMs ?? 3_000) / 1000) * 1000,
     drainBudgetMs: num('BENCH_DRAIN_SECONDS', (o.drainBudgetMs ?? 60_000) / 1000) * 1000,
-    handoff: { ...o.handoff, budgetMs: num('BENCH_HANDOFF_SECONDS', quick ? 5 : 30) * 1000 },
+    handoff: { ...o.handoff, budgetMs: num('BENCH_HANDOFF_SECONDS', quick ? 10 : 60) * 1000 },
   };
 }
 
@@ -81,17 +98,23 @@ export interface EngineRun {
   readonly defaults?: MatrixOptions;
   /** Lines printed after the header (peer settings, caveats). */
   readonly notes?: readonly string[];
+  /**
+   * The script (its `import.meta.filename`) and the engine URL: the hand-off row then also
+   * runs its waiter in a second process, the script forked with {@link childOrMain}.
+   */
+  readonly fork?: { readonly script: string; readonly url: string };
 }
 
 /** Run every selected contender through the matrix and print the comparison. */
 export async function runEngine(run: EngineRun): Promise<void> {
   const o = optionsFromEnv(run.defaults);
   const machine = machineInfo();
-  const contenders = selected(run.contenders);
+  const fork = run.fork;
+  const contenders = selected(run.contenders).map((c) => (fork ? forkedContender(c, fork.script, fork.url) : c));
   console.log(`engine: ${run.engine}`);
   console.log(`machine: ${machine.cpus} CPUs, ${machine.cpu}, node ${machine.node}, load average ${machine.load.toFixed(2)} at the start`);
   console.log(
-    `matrix: ${o.iterations} latency samples; hot lock at ${o.contenders?.join('/')} contenders × ${(o.durationMs ?? 0) / 1000} s, ` +
+    `matrix: uncontended ${o.iterations} cycles × ${o.rounds} rounds and ${o.handoffRounds} hand-offs, libraries alternating; hot lock at ${o.contenders?.join('/')} contenders × ${(o.durationMs ?? 0) / 1000} s, ` +
       `${o.criticalMs} ms critical section; ${o.keys} keys; ${o.waiters} waiters, ${(o.idleMs ?? 0) / 1000} s idle` +
       (run.probeCounts ? ` (server ops = ${run.probeCounts})` : ''),
   );
@@ -119,4 +142,17 @@ export function main(body: () => Promise<void>): void {
       process.exit(1);
     },
   );
+}
+
+/**
+ * A script's entry: in a process the hand-off row forked ({@link EngineRun.fork}), serve one
+ * client of the contenders `forChild` makes for the parent's URL; otherwise run `body`.
+ */
+export function childOrMain(forChild: (url: string) => readonly Contender[], body: () => Promise<void>): void {
+  const url = forkedUrl();
+  if (url === undefined) return main(body);
+  serveForked(forChild(url)).catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
 }

@@ -14,7 +14,7 @@ import { Mutex } from 'redis-semaphore';
 import { createLocker } from '../src/index.js';
 import { lockerContender, type BenchClient, type Contender, type ServerProbe } from '../src/bench-matrix/index.js';
 import { startRedis } from '../scripts/servers/redis.js';
-import { main, runEngine } from './common.js';
+import { childOrMain, runEngine } from './common.js';
 
 const TTL_MS = 10_000;
 
@@ -117,17 +117,23 @@ async function startMonitor(url: string): Promise<{ count(): number; stop(): voi
   return { count: () => n, stop: () => void sock.destroy() };
 }
 
-main(async () => {
+/** Every library of the run, on the Redis at `url` (also what a forked hand-off waiter makes). */
+function contenders(url: string): Contender[] {
+  const locksmith = (fair: boolean): Contender =>
+    lockerContender(fair ? 'locksmith (fair)' : 'locksmith', () => createLocker(url, { ttlMs: TTL_MS }), fair);
+  return [locksmith(false), locksmith(true), redisSemaphore(url), redlock(url)];
+}
+
+childOrMain(contenders, async () => {
   const server = await startRedis();
   const admin = ioredis(server.url);
   try {
     const version = /redis_version:(\S+)/.exec(await admin.info('server'))?.[1] ?? '?';
     admin.disconnect();
-    const locksmith = (fair: boolean): Contender =>
-      lockerContender(fair ? 'locksmith (fair)' : 'locksmith', () => createLocker(server.url, { ttlMs: TTL_MS }), fair);
     await runEngine({
       engine: `redis ${version}`,
-      contenders: [locksmith(false), locksmith(true), redisSemaphore(server.url), redlock(server.url)],
+      contenders: contenders(server.url),
+      fork: { script: import.meta.filename, url: server.url },
       probe: monitorProbe(server.url),
       probeCounts: 'commands clients send, from MONITOR',
       notes: [`ttl ${TTL_MS} ms for everybody; redis-semaphore Mutex: retry every 10 ms; node-redlock: retryDelay 200 ms, jitter 200 ms`],

@@ -11,6 +11,8 @@ import type { LockerOptions } from '../options.js';
 /** A held lock of any library. */
 export interface BenchHold {
   release(): Promise<void>;
+  /** When the lock was held, on the machine's monotonic clock (`monoMs`), if it was held in another process. */
+  readonly heldAtMs?: number;
 }
 
 /** Per-acquisition options a client receives from the matrix. */
@@ -53,6 +55,11 @@ export interface Contender {
   readonly limits?: { readonly maxContenders?: number; readonly keys?: boolean; readonly waiters?: boolean };
   /** A new client. */
   client(): BenchClient | Promise<BenchClient>;
+  /**
+   * A new client in a second process (`forkedContender`, remote.ts): the hand-off row then
+   * also measures a waiter in another process.
+   */
+  readonly remote?: () => Promise<BenchClient>;
 }
 
 /** Makes a fresh locksmith client of the backend under test. */

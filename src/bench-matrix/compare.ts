@@ -5,8 +5,7 @@
  */
 import { cpus, loadavg } from 'node:os';
 import type { Contender } from './client.js';
-import { benchUncontended } from './matrix.js';
-import { handoffNote, runMatrix, type MatrixOptions, type MatrixResult } from './run.js';
+import { handoffNote, runLatencies, runMatrix, type MatrixOptions, type MatrixResult } from './run.js';
 
 /** The machine a run happened on (figures compare only within one run). */
 export interface MachineInfo {
@@ -26,25 +25,19 @@ export function machineInfo(): MachineInfo {
 export interface ComparisonOptions extends MatrixOptions {
   /** Progress lines (`name: row`). */
   readonly progress?: (line: string) => void;
-  /**
-   * Unmeasured acquire+release cycles of every contender before the first is measured, so
-   * that a freshly started engine (JIT, caches, prepared statements) does not count against
-   * whoever comes first. @default 50
-   */
-  readonly warmupCycles?: number;
 }
 
-/** Run the matrix for each contender in turn, with the same options. */
+/**
+ * Run the matrix for every contender with the same options: the latency rows of all of them
+ * in alternating rounds first (so that load hits each alike), then the other rows of each.
+ */
 export async function runComparison(contenders: readonly Contender[], o: ComparisonOptions = {}): Promise<MatrixResult[]> {
+  const progress = o.progress;
+  const latency = await runLatencies(contenders, { ...o, ...(progress ? { onRow: progress } : {}) });
   const results: MatrixResult[] = [];
-  const warmup = o.warmupCycles ?? 50;
-  if (warmup > 0) {
-    o.progress?.('warm-up');
-    for (const c of contenders) await benchUncontended(c, warmup);
-  }
   for (const c of contenders) {
-    const progress = o.progress;
-    results.push(await runMatrix(c, { ...o, ...(progress ? { onRow: (row: string) => progress(`${c.name}: ${row}`) } : {}) }));
+    const rowOptions = { ...o, ...(progress ? { onRow: (row: string) => progress(`${c.name}: ${row}`) } : {}) };
+    results.push(await runMatrix(c, rowOptions, latency.get(c.name)));
   }
   return results;
 }
@@ -55,14 +48,15 @@ function latencyTable(results: readonly MatrixResult[]): string[] {
   const w = results.find((r) => r.waiters)?.waiters?.waiters;
   const k = results.find((r) => r.keys)?.keys?.keys;
   const lines = [
-    `| library | uncontended p50 / p99 (ms) | hand-off p50 / p99 (ms) | ${k ?? 0} keys: acquires/s | ${w ?? 0} waiters: server ops/s idle | KiB heap per waiter | drain (ms) |`,
-    '|---|---:|---:|---:|---:|---:|---:|',
+    `| library | uncontended p50 / p99 (ms) | release() alone p50 | hand-off p50 / p99 (ms) | release() with a waiter p50 | hand-off, 2 processes p50 / p99 | ${k ?? 0} keys: acquires/s | ${w ?? 0} waiters: server ops/s idle | KiB heap per waiter | drain (ms) |`,
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of results) {
     const ws = r.waiters;
     const drain = ws ? `${f(ws.drainMs, 0)}${ws.drained < ws.waiters ? ` (${ws.drained} of ${ws.waiters})` : ''}` : 'n/a';
+    const h2 = r.handoffRemote;
     lines.push(
-      `| ${r.name} | ${f(r.uncontended.p50, 3)} / ${f(r.uncontended.p99, 3)} | ${f(r.handoff.p50, 3)} / ${f(r.handoff.p99, 3)} | ${f(r.keys?.acquiresPerSec, 0)} | ${f(ws?.idleOpsPerSec, 1)} | ${f(ws ? ws.heapPerWaiterBytes / 1024 : undefined, 1)} | ${drain} |`,
+      `| ${r.name} | ${f(r.uncontended.p50, 3)} / ${f(r.uncontended.p99, 3)} | ${f(r.uncontended.release.p50, 3)} | ${f(r.handoff.p50, 3)} / ${f(r.handoff.p99, 3)} | ${f(r.handoff.release.p50, 3)} | ${h2 ? `${f(h2.p50, 3)} / ${f(h2.p99, 3)}` : 'n/a'} | ${f(r.keys?.acquiresPerSec, 0)} | ${f(ws?.idleOpsPerSec, 1)} | ${f(ws ? ws.heapPerWaiterBytes / 1024 : undefined, 1)} | ${drain} |`,
     );
   }
   return lines;
@@ -97,6 +91,8 @@ function metrics(results: readonly MatrixResult[]): Metric[] {
     { label: 'uncontended p50', lowerIsBetter: true, of: (r) => r.uncontended.p50 },
     { label: 'hand-off p50', lowerIsBetter: true, of: (r) => r.handoff.p50 },
     { label: 'hand-off p99', lowerIsBetter: true, of: (r) => r.handoff.p99 },
+    { label: 'release() with a waiter p50', lowerIsBetter: true, of: (r) => r.handoff.release.p50 },
+    { label: 'hand-off 2 processes p50', lowerIsBetter: true, of: (r) => r.handoffRemote?.p50 },
     ...sizes.flatMap((k): Metric[] => [
       { label: `hot x${k} ops/s`, lowerIsBetter: false, of: (r) => hot(k)(r)?.opsPerSec },
       { label: `hot x${k} longest wait`, lowerIsBetter: true, of: (r) => hot(k)(r)?.longestWaitMs },
@@ -131,7 +127,10 @@ export function formatRatios(results: readonly MatrixResult[]): string[] {
 
 /** The comparison as text: both tables, hand-off notes, ratios (lower-is-better rows: < 1 is better). */
 export function formatComparison(results: readonly MatrixResult[], o: { readonly criticalMs?: number } = {}): string[] {
-  const notes = results.map((r) => `- ${r.name}: hand-off ${handoffNote(r.handoff)}`);
+  const notes = results.flatMap((r) => [
+    `- ${r.name}: hand-off ${handoffNote(r.handoff)}`,
+    ...(r.handoffRemote ? [`- ${r.name}: hand-off ${handoffNote(r.handoffRemote)}`] : []),
+  ]);
   const ratios = formatRatios(results);
   return [
     ...latencyTable(results),

@@ -27,7 +27,9 @@ export {
   type WaitersOptions,
   type WaitersResult,
 } from './matrix.js';
-export { formatMatrix, handoffNote, runMatrix, waitersLine, type MatrixOptions, type MatrixResult } from './run.js';
+export { benchLatencies, monoMs, type LatencyOptions, type LatencyResult, type UncontendedResult } from './latency.js';
+export { forkedContender, forkedUrl, serveForked } from './remote.js';
+export { formatMatrix, handoffNote, runLatencies, runMatrix, waitersLine, type MatrixOptions, type MatrixResult } from './run.js';
 export {
   formatComparison,
   formatRatios,

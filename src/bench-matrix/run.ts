@@ -1,14 +1,18 @@
 /** The whole matrix in one call, and its text form (what `locksmith bench` prints). */
 import * as matrix from './matrix.js';
-import { contenderOf, type BenchSource } from './client.js';
-import type { HandoffOptions, HandoffResult, HotResult, KeysResult } from './matrix.js';
+import { contenderOf, type BenchSource, type Contender } from './client.js';
+import type { HotResult, KeysResult } from './matrix.js';
+import { benchLatencies, type HandoffOptions, type HandoffResult, type LatencyResult, type UncontendedResult } from './latency.js';
 import type { ServerProbe, WaitersResult } from './waiters.js';
-import type { Percentiles } from './stats.js';
 
 /** What to run. Every field has a default sized for a few seconds per row. */
 export interface MatrixOptions {
-  /** Samples of the uncontended and hand-off latencies. @default 200 (hand-off: at most 100) */
+  /** Uncontended lock + release cycles per library per round. @default 200 */
   readonly iterations?: number;
+  /** Measured rounds of the uncontended row (after one warm-up round). @default 10 */
+  readonly rounds?: number;
+  /** Hand-off samples (one per round). @default 60 */
+  readonly handoffRounds?: number;
   /** Contender counts of the hot-lock rows. @default [1, 2, 8, 32, 64] */
   readonly contenders?: readonly number[];
   /** Length of each hot-lock row (ms). @default 3000 */
@@ -29,7 +33,7 @@ export interface MatrixOptions {
   readonly waitersSettleMs?: number;
   /** Counts server operations, for the idle cost of waiters. */
   readonly probe?: ServerProbe;
-  /** Settle delays and time budget of the hand-off row. */
+  /** Idle range of the waiter and time budget of the hand-off row. */
   readonly handoff?: HandoffOptions;
   /** Called with each row's label as it starts (progress). */
   readonly onRow?: (label: string) => void;
@@ -42,26 +46,40 @@ export interface MatrixResult {
   /** True for a peer library (see `Contender.peer`). */
   readonly peer: boolean;
   readonly fair: boolean;
-  readonly uncontended: Percentiles;
+  readonly uncontended: UncontendedResult;
+  /** Holder and waiter in one process. */
   readonly handoff: HandoffResult;
+  /** The waiter in a second process (contenders with `remote`). */
+  readonly handoffRemote: HandoffResult | undefined;
   readonly hot: readonly HotResult[];
   readonly keys: KeysResult | undefined;
   readonly waiters: WaitersResult | undefined;
 }
 
+/** The uncontended and hand-off rows of `contenders`, in alternating rounds (latency.ts). */
+export function runLatencies(contenders: readonly Contender[], o: MatrixOptions = {}): Promise<Map<string, LatencyResult>> {
+  return benchLatencies(
+    contenders,
+    {
+      cycles: o.iterations ?? 200,
+      rounds: o.rounds ?? 10,
+      handoffRounds: o.handoffRounds ?? 60,
+      ...(o.handoff ? { handoff: o.handoff } : {}),
+    },
+    o.onRow,
+  );
+}
+
 /** Run the matrix against one contender (or locksmith over a `LockerFactory`). */
-export async function runMatrix(source: BenchSource, o: MatrixOptions = {}): Promise<MatrixResult> {
+export async function runMatrix(source: BenchSource, o: MatrixOptions = {}, latency?: LatencyResult): Promise<MatrixResult> {
   const fair = o.fair ?? false;
   const c = contenderOf(source, fair);
-  const n = o.iterations ?? 200;
   const row = o.onRow ?? (() => undefined);
-  row('uncontended');
-  const uncontended = await matrix.benchUncontended(c, n);
-  row('hand-off');
-  const handoff = await matrix.benchHandoff(c, Math.min(n, 100), fair, o.handoff);
+  const lat = latency ?? (await runLatencies([c], o)).get(c.name);
+  if (!lat) throw new Error(`no latency rows for ${c.name}`);
   const hot: HotResult[] = [];
   const limits = c.limits ?? {};
-  for (const k of o.contenders ?? [1, 2, 8, 32, 64]) {
+  for (const k of (o.contenders ?? [1, 2, 8, 32, 64]).filter((n) => n > 0)) {
     if (limits.maxContenders !== undefined && k > limits.maxContenders) continue;
     row(`hot lock x${k}`);
     hot.push(await matrix.benchHot(c, k, o.durationMs ?? 3_000, o.criticalMs ?? 2));
@@ -80,16 +98,16 @@ export async function runMatrix(source: BenchSource, o: MatrixOptions = {}): Pro
           ...(o.waitersSettleMs === undefined ? {} : { unreportedSettleMs: o.waitersSettleMs }),
         })
       : undefined;
-  return { name: c.name, peer: c.peer ?? false, fair: c.fair ?? fair, uncontended, handoff, hot, keys, waiters };
+  const { uncontended, handoff, handoffRemote } = lat;
+  return { name: c.name, peer: c.peer ?? false, fair: c.fair ?? fair, uncontended, handoff, handoffRemote, hot, keys, waiters };
 }
 
 const ms = (x: number): string => `${x.toFixed(3)} ms`;
 
-/** How the hand-off row knew the waiter was queued, for the output. */
+/** How the hand-off row was measured, for the output. */
 export function handoffNote(h: HandoffResult): string {
-  return h.queuedBy === 'event'
-    ? `release ${h.settleMs} ms after the waiter queued`
-    : `waiter assumed queued after ${h.settleMs} ms, released ${h.settleMs}–${h.settleMs + h.jitterMs} ms after it asked (no event)`;
+  const where = h.processes === 1 ? 'holder and waiter in one process' : 'the waiter in a second process';
+  return `${where}, waiter idle ${h.idleMs[0]}–${h.idleMs[1]} ms, release() took p50 ${ms(h.release.p50)} / p99 ${ms(h.release.p99)}`;
 }
 
 /** The waiters row as one line. */
@@ -103,10 +121,13 @@ export function waitersLine(w: WaitersResult): string {
 
 /** The matrix as text lines. */
 export function formatMatrix(r: MatrixResult): string[] {
+  const u = r.uncontended;
   const lines = [
-    `uncontended acquire+release: p50 ${ms(r.uncontended.p50)}, p99 ${ms(r.uncontended.p99)}`,
+    `uncontended lock+release: p50 ${ms(u.p50)}, p99 ${ms(u.p99)} (n ${u.n}; release() alone p50 ${ms(u.release.p50)})`,
     `hand-off${r.fair ? ' (fair)' : ''}: p50 ${ms(r.handoff.p50)}, p99 ${ms(r.handoff.p99)} (n ${r.handoff.n}; ${handoffNote(r.handoff)})`,
   ];
+  const h2 = r.handoffRemote;
+  if (h2) lines.push(`hand-off, two processes: p50 ${ms(h2.p50)}, p99 ${ms(h2.p99)} (n ${h2.n}; ${handoffNote(h2)})`);
   for (const h of r.hot) {
     const overlaps = h.overlaps > 0 ? `, ${h.overlaps} OVERLAPPING GRANTS` : '';
     lines.push(

@@ -77,7 +77,7 @@ function addBench(cmd: Command, out: Output): void {
     .command('bench')
     .description('the benchmark matrix: uncontended, hand-off, hot lock at several contender counts, many keys, many waiters')
     .addOption(backendOption('memory://bench'))
-    .option('--iterations <n>', 'samples for the latency rows', '200')
+    .option('--iterations <n>', 'uncontended cycles per round (10 rounds, then 60 hand-offs)', '200')
     .option('--contenders <list>', 'contender counts of the hot-lock rows', '1,2,8,32,64')
     .option('--duration <duration>', 'length of each hot-lock row', '3s')
     .option('--critical <duration>', 'critical section in the hot-lock rows', '2ms')

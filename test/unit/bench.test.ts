@@ -10,6 +10,7 @@ import { createLocker } from '../../src/index.js';
 import {
   benchHandoff,
   benchHot,
+  benchLatencies,
   benchWaiters,
   formatComparison,
   jsonLines,
@@ -52,15 +53,16 @@ const noLock: Contender = {
 };
 
 const quick = {
-  iterations: 20,
+  iterations: 10,
+  rounds: 2,
+  handoffRounds: 4,
   contenders: [1, 4],
   durationMs: 150,
   criticalMs: 1,
   keys: 200,
   waiters: 30,
   idleMs: 50,
-  handoff: { unreportedSettleMs: 5 },
-  warmupCycles: 5,
+  handoff: { idleMinMs: 2, idleMaxMs: 5 },
   waitersSettleMs: 100,
 };
 
@@ -74,7 +76,10 @@ test('runMatrix runs every row for a locksmith contender and a peer, with the sa
     ],
   );
   for (const r of results) {
-    assert.equal(r.uncontended.n, 20);
+    assert.equal(r.uncontended.n, 20, 'two measured rounds of ten cycles (the warm-up round not counted)');
+    assert.equal(r.uncontended.release.n, 20);
+    assert.equal(r.handoff.n, 4);
+    assert.equal(r.handoff.release.n, 4, 'the release() with a waiter is timed too');
     assert.deepEqual(
       r.hot.map((h) => h.contenders),
       [1, 4],
@@ -87,8 +92,7 @@ test('runMatrix runs every row for a locksmith contender and a peer, with the sa
     assert.equal(r.waiters?.drained, 30, `${r.name}: every waiter got the lock`);
   }
   assert.equal(results[0]?.fair, true, 'the contender says it is fair');
-  assert.equal(results[0]?.handoff.queuedBy, 'event');
-  assert.equal(results[1]?.handoff.queuedBy, 'delay', 'a peer without the event is assumed queued after a delay');
+  assert.deepEqual(results[1]?.handoff.idleMs, [2, 5], 'every library gets the same idle waiter, event or not');
   assert.equal(results[1]?.waiters?.queuedBy, 'delay');
   const fair = results[0]?.hot.find((h) => h.contenders === 4);
   assert.equal(fair?.longestStreak, 1, 'fair grants rotate');
@@ -99,7 +103,7 @@ test('the comparison prints both tables, the hand-off notes and ratios against t
   const text = formatComparison(results).join('\n');
   assert.match(text, /\| locksmith \| [\d.]+ \/ [\d.]+ \|/);
   assert.match(text, /\| peer B \| 2 \|/);
-  assert.match(text, /peer A: hand-off waiter assumed queued after 5 ms, released 5–25 ms after it asked \(no event\)/);
+  assert.match(text, /peer A: hand-off holder and waiter in one process, waiter idle 2–5 ms, release\(\) took p50/);
   assert.match(text, /locksmith \/ best peer: uncontended p50 [\d.]+× \(peer [AB]\)/);
   assert.match(text, /hot x2 ops\/s [\d.]+× \(peer [AB]\)/);
   assert.ok(!/peer A \/ best peer/.test(text), 'peers get no ratio line');
@@ -141,11 +145,27 @@ test('the hot-lock row counts a wait still open at the end as the longest wait',
   assert.ok(r.jain <= 0.5 + 1e-9, 'one contender took every grant');
 });
 
-test('the hand-off row releases only after the waiter reported it queued', async () => {
-  const r = await benchHandoff(locksmith(), 5, false, { settleMs: 0 });
+test('the hand-off row leaves the waiter idle, then times release() and the hand-off', async () => {
+  const r = await benchHandoff(locksmith(), 5, false, { idleMinMs: 0, idleMaxMs: 0 });
   assert.equal(r.n, 5);
-  assert.equal(r.queuedBy, 'event');
-  assert.equal(r.settleMs, 0);
+  assert.equal(r.processes, 1);
+  assert.equal(r.release.n, 5);
+});
+
+test('the latency rows alternate: every library gets the same rounds, the warm-up round unmeasured', async () => {
+  const order: string[] = [];
+  const traced = (c: Contender): Contender => ({
+    ...c,
+    async client() {
+      const inner = await c.client();
+      return { acquire: (id, o) => (order.push(c.name), inner.acquire(id, o)), close: () => inner.close() };
+    },
+  });
+  const res = await benchLatencies([traced(locksmith()), traced(silentPeer('peer'))], { cycles: 3, rounds: 2, handoffRounds: 0 });
+  assert.equal(res.get('locksmith')?.uncontended.n, 6);
+  assert.equal(res.get('peer')?.uncontended.n, 6);
+  const runs = order.filter((x, i) => x !== order[i - 1]);
+  assert.ok(runs.length >= 4, `the libraries take turns (${runs.join(', ')})`);
 });
 
 test('the waiters row counts server operations through the probe and gives up a drain at its budget', async () => {
@@ -194,7 +214,10 @@ test("a contender's limits skip the rows it cannot run; the comparison shows the
   assert.equal(peer?.waiters, undefined);
   assert.ok(mine?.keys && mine.waiters);
   const text = formatComparison(mine && peer ? [mine, peer] : [], quick).join('\n');
-  assert.match(text, /\| one process per lock \| [\d.]+ \/ [\d.]+ \| [\d.]+ \/ [\d.]+ \| n\/a \| n\/a \| n\/a \| n\/a \|/);
+  assert.match(
+    text,
+    /\| one process per lock \| [\d.]+ \/ [\d.]+ \| [\d.]+ \| [\d.]+ \/ [\d.]+ \| [\d.]+ \| n\/a \| n\/a \| n\/a \| n\/a \| n\/a \|/,
+  );
   assert.match(text, /hot x1 ops\/s [\d.]+× \(one process per lock\)/);
   assert.doesNotMatch(text, /hot x4 ops\/s/);
 });

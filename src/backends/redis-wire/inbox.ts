@@ -46,10 +46,11 @@ interface Sleeper {
 }
 
 /**
- * The open inboxes a release may find its waiter in, by channel: a release that messaged a
- * waiter whose inbox is listed here lets that waiter go first ({@link InboxDirectory.heard}).
- * A backend lists its own inbox in the directory it was given (by default the process's, {@link InboxDirectory.process});
- * backends of one process that share a directory let each other's waiters go first too.
+ * The open inboxes a release may find its waiter in, by channel. When a release messaged a
+ * waiter listed here, the releasing backend's next acquire of that lock waits until the
+ * waiter heard its message ({@link InboxDirectory.heard}), so that it does not barge in ahead
+ * of the wake-up; the release itself does not wait. A backend lists its own inbox in the
+ * directory it was given (by default the process's, {@link InboxDirectory.process}).
  */
 export class InboxDirectory {
   /** The directory backends use unless given one: shared by every backend of this process. */
@@ -59,7 +60,7 @@ export class InboxDirectory {
   /**
    * Resolve once the message a release just sent to `waiterId` (on `channel`) was heard, when
    * that waiter's inbox is listed here: its wake-up (its attempt, or its hold on receipt) then
-   * runs before the releaser's next step — say, the releaser's own next acquire in a hot loop.
+   * runs before the releaser's own next acquire of that lock, in a hot loop say.
    * Undefined when the waiter is not here or already heard since `sentAt` (the release's send
    * time); the wait ends after `capMs` at most (a message lost with a dropped subscriber).
    */

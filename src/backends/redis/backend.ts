@@ -11,6 +11,7 @@ import {
   EVERY_CAPABILITY,
   LockLostError,
   lossGuardMs,
+  raceAbort,
   backendLog,
   logRoundTrips,
   logWake,
@@ -30,6 +31,7 @@ import { closeClient, type RedisClientLike } from '../redis-wire/clients.js';
 import { RedisCommands } from '../redis-wire/commands.js';
 import { Inbox, InboxDirectory, type InboxMark } from '../redis-wire/inbox.js';
 import { keyBase, lockKeys, whoRecord } from '../redis-wire/keys.js';
+import { Secrets } from '../redis-wire/secrets.js';
 import type { Scan } from '../redis-wire/scan.js';
 import { listPage, readInspect } from './observe.js';
 import { ACQUIRE, CANCEL, CLAIM, CLAIM_MS, EXTEND, FORCE, INSPECT, RELEASE, UNDO } from './scripts.js';
@@ -56,12 +58,15 @@ export interface RedisBackendOptions {
   readonly secrets?: readonly string[];
   /**
    * Where this backend lists its inbox, and where its releases look for the waiter they
-   * messaged: a release whose waiter is listed resolves after that waiter heard its message
-   * (docs/backends/redis.md, "Waiting by notification"). Backends of one process that share
-   * one directory let each other's waiters go first. @default `InboxDirectory.process`, shared by every backend of this process
+   * messaged: this backend's next acquire of that lock waits until a listed waiter heard its
+   * message (docs/backends/redis.md, "Waiting by notification"); the release itself does not.
+   * @default `InboxDirectory.process`, shared by every backend of this process
    */
   readonly inboxes?: InboxDirectory;
 }
+
+/** How long an acquire waits for the wake-up of a waiter of this process that a release of this backend messaged. */
+const HEAR_CAP_MS = 25;
 
 /** The queue position of a waiting acquisition and the wake-up state it saw. */
 export interface RedisTicket {
@@ -102,28 +107,6 @@ const WAITER_GRACE_MS = 1_250;
  */
 const MAX_WAITER_PERIOD_MS = 30_000;
 
-/** How long a release waits for its message to reach a waiter listed in its inbox directory. */
-const HEAR_CAP_MS = 25;
-
-/**
- * Random 96-bit secrets, cut from a pooled string: one `randomBytes` call per attempt cost
- * about 2 µs, a visible share of an uncontended fair lock.
- */
-class Secrets {
-  /** 256 secrets of 12 random bytes, as base64url (16 characters each, no padding). */
-  #pool = '';
-  #at = 0;
-
-  next(): string {
-    if (this.#at >= this.#pool.length) {
-      this.#pool = randomBytes(12 * 256).toString('base64url');
-      this.#at = 0;
-    }
-    this.#at += 16;
-    return this.#pool.slice(this.#at - 16, this.#at);
-  }
-}
-
 /** What the Redis backend can do (every capability of the seam). */
 export const REDIS_CAPABILITIES: Capabilities = EVERY_CAPABILITY;
 
@@ -148,6 +131,8 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   readonly #secrets = new Secrets();
   #waiterSeq = 0;
   #attemptSeq = 0;
+  /** Per lock id, the wake-up of a waiter of this process that this backend's last release messaged, until heard. */
+  readonly #waking = new Map<string, Promise<void>>();
   #closed = false;
   /** Aborted by `close()`: ends every `changes()` iteration and drops its connection. */
   readonly #closing = new AbortController();
@@ -164,8 +149,6 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       label: options.label ?? 'redis',
       ...(options.secrets ? { secrets: options.secrets } : {}),
     });
-    // One directory per process by default: lockers of one process (each with its own backend)
-    // then let each other's waiters go first, as a user running several lockers expects.
     this.#inboxes = options.inboxes ?? InboxDirectory.process;
     const channel = `${this.#inboxPrefix}${this.#clientId}`;
     logRoundTrips(this, log);
@@ -196,6 +179,10 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     this.#assertOpen();
     const handed = req.ticket && this.#holdOnReceipt(req, req.ticket);
     if (handed) return { granted: true, grant: handed };
+    // This backend just released the lock to a waiter of this process: let its wake-up go
+    // out first, or this attempt, sent sooner, would take the lock back every time.
+    const waking = req.ticket ? undefined : this.#waking.get(req.lockId);
+    if (waking) await raceAbort(waking, req.signal);
     const waiterId = this.#waiterId(req);
     // Note what the inbox delivered BEFORE the attempt is sent: a wake-up after this point is
     // seen by waitForChange, so a release between the attempt and the wait is not lost.
@@ -306,15 +293,19 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     const vouchedUntil = performance.now() + ttlMs / 2 - lossGuardMs(ttlMs) - 3;
     this.#inbox.forget(ticket.waiterId);
     const field = req.ownerId;
-    const confirmation = this.#commands
-      .eval(CLAIM, lockKeys(this.#prefix, req.lockId).slice(0, 3), [
-        field,
-        KIND_LETTER[req.kind],
-        handOff.token,
-        ticket.waiterId,
-        req.ttlMs,
-        req.lockDelayMs,
-      ])
+    // The claim goes out in the check phase, once the caller's code after `await lock()` ran:
+    // the hold does not depend on it, and its send (a syscall) is then off the hand-off's path.
+    const confirmation = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() =>
+        this.#commands.eval(CLAIM, lockKeys(this.#prefix, req.lockId).slice(0, 3), [
+          field,
+          KIND_LETTER[req.kind],
+          handOff.token,
+          ticket.waiterId,
+          req.ttlMs,
+          req.lockDelayMs,
+        ]),
+      )
       .then((ok): Extension => {
         if (ok !== 1) throw new LockLostError(req.lockId, 'not-held', { context: { backend: this.name } });
         if (performance.now() < vouchedUntil) return { ttlMs: req.ttlMs };
@@ -383,12 +374,18 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       this.#inboxPrefix,
     ]);
     if (typeof ok !== 'string') return ok === 1;
-    // The release messaged waiter `ok`. When it waits in this process, let it go first (its
-    // message arrives just after this reply): the critical path of a hand-off is its wake-up,
-    // not the releaser's next step — say, its own next acquire barging in.
+    // The release messaged waiter `ok`. It returns now (one round trip); when that waiter is
+    // in this process, this backend's next acquire of the lock waits for its wake-up instead
+    // (docs/backends/redis.md, "Waiting by notification").
     const clientId = ok.slice(0, ok.indexOf('.'));
     const heard = this.#inboxes.heard(`${this.#inboxPrefix}${clientId}`, ok, sentAt, HEAR_CAP_MS);
-    if (heard) await heard;
+    if (heard) {
+      const lockId = grant.lockId;
+      this.#waking.set(lockId, heard);
+      void heard.then(() => {
+        if (this.#waking.get(lockId) === heard) this.#waking.delete(lockId);
+      });
+    }
     return true;
   }
 
