@@ -119,7 +119,7 @@ class Secrets {
 }
 
 /** What the Redis backend can do (every capability of the seam). */
-export const REDIS_CAPABILITIES: Capabilities = EVERY_CAPABILITY;
+export const REDIS_CAPABILITIES: Capabilities = Object.freeze({ ...EVERY_CAPABILITY, weightedPermits: false });
 
 /**
  * Locks on one Redis. Accepts a URL-made client or a user's own ioredis client (see
