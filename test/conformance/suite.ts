@@ -35,6 +35,7 @@ import { sequencerCases } from './cases/sequencer.js';
 import { observeCases } from './cases/observe.js';
 import { lockAllCases } from './cases/lock-all.js';
 import { runOnceCases } from './cases/run-once.js';
+import { permitCases } from './cases/permits.js';
 
 /** What a backend's test file hands to {@link conformance}. */
 export interface ConformanceTarget {
@@ -117,6 +118,7 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
     observeCases(ctx);
     lockAllCases(ctx);
     runOnceCases(ctx);
+    permitCases(ctx);
 
     after(() => {
       process.off('unhandledRejection', onUnhandled);
