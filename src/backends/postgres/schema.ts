@@ -19,6 +19,8 @@ CREATE TABLE IF NOT EXISTS ${t.holders} (
   owner_id text NOT NULL,
   kind text NOT NULL,
   count integer NOT NULL,
+  permits integer NOT NULL DEFAULT 0,
+  weight integer NOT NULL DEFAULT 1,
   expires_us bigint NOT NULL,
   lock_delay_ms integer NOT NULL,
   identity text NOT NULL DEFAULT '',
@@ -31,6 +33,7 @@ CREATE TABLE IF NOT EXISTS ${t.queue} (
   owner_id text NOT NULL,
   kind text NOT NULL,
   permits integer NOT NULL,
+  weight integer NOT NULL DEFAULT 1,
   expires_us bigint NOT NULL,
   identity text NOT NULL DEFAULT '',
   since_us bigint NOT NULL DEFAULT 0,
@@ -45,11 +48,14 @@ const ADDED: Readonly<Record<'holders' | 'queue', readonly (readonly [string, st
   holders: [
     ['identity', "text NOT NULL DEFAULT ''"],
     ['acquired_us', 'bigint NOT NULL DEFAULT 0'],
+    ['permits', 'integer NOT NULL DEFAULT 0'],
+    ['weight', 'integer NOT NULL DEFAULT 1'],
   ],
   queue: [
     ['identity', "text NOT NULL DEFAULT ''"],
     ['since_us', 'bigint NOT NULL DEFAULT 0'],
     ['fair', 'smallint NOT NULL DEFAULT 0'],
+    ['weight', 'integer NOT NULL DEFAULT 1'],
   ],
 };
 
