@@ -357,7 +357,12 @@ export class Locker extends TypedEmitter {
   }
 
   /** A semaphore call: `options.permits` is the weight of the hold, the rest are lock options. */
-  #weighed(lockId: string, size: number, options: SemaphoreTryAcquireOptions | undefined, mode: (s: CallSettings) => AcquireMode): Promise<Lock | null> {
+  #weighed(
+    lockId: string,
+    size: number,
+    options: SemaphoreTryAcquireOptions | undefined,
+    mode: (s: CallSettings) => AcquireMode,
+  ): Promise<Lock | null> {
     try {
       const { weight, rest } = splitWeight(options, size);
       return this.#acquire(lockId, 'semaphore', size, rest, mode, weight);

@@ -224,12 +224,18 @@ export function validatePermits(value: unknown): number {
  * Split a semaphore call's options into the permits it takes (an integer in [1, `size`],
  * default 1) and the lock options the core resolves as for any other call.
  */
-export function splitWeight<O extends LockOptions>(options: (O & { readonly permits?: number }) | undefined, size: number): { weight: number; rest: O | undefined } {
+export function splitWeight<O extends LockOptions>(
+  options: (O & { readonly permits?: number }) | undefined,
+  size: number,
+): { weight: number; rest: O | undefined } {
   if (typeof options !== 'object' || options === null || !('permits' in options)) return { weight: 1, rest: options };
   const { permits, ...rest } = options;
   if (permits === undefined) return { weight: 1, rest: rest as O };
   if (typeof permits !== 'number' || !Number.isInteger(permits) || permits < 1 || permits > size) {
-    throw new InvalidArgumentError('permits', `a semaphore of ${size} permits takes an integer in [1, ${size}] at once, got ${describe(permits)}`);
+    throw new InvalidArgumentError(
+      'permits',
+      `a semaphore of ${size} permits takes an integer in [1, ${size}] at once, got ${describe(permits)}`,
+    );
   }
   return { weight: permits, rest: rest as O };
 }

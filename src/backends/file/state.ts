@@ -205,7 +205,18 @@ export function newHolder(req: Ask, token: bigint, now: number): FileHolder {
   const expiresAt = now + req.ttlMs;
   const { ownerId, kind, lockDelayMs, identity } = req;
   const sized = kind === 'semaphore' ? { permits: req.permits, ...(req.weight > 1 ? { weight: req.weight } : {}) } : {};
-  return { ownerId, kind, token, ...sized, count: 1, expiresAt, blocksUntil: expiresAt + lockDelayMs, lockDelayMs, identity, acquiredAt: now };
+  return {
+    ownerId,
+    kind,
+    token,
+    ...sized,
+    count: 1,
+    expiresAt,
+    blocksUntil: expiresAt + lockDelayMs,
+    lockDelayMs,
+    identity,
+    acquiredAt: now,
+  };
 }
 
 /**

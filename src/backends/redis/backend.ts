@@ -10,6 +10,7 @@ import {
   BackendUnavailableError,
   EVERY_CAPABILITY,
   LockLostError,
+  PermitsMismatchError,
   lossGuardMs,
   type AcquireRequest,
   type AcquireResult,
@@ -119,7 +120,7 @@ class Secrets {
 }
 
 /** What the Redis backend can do (every capability of the seam). */
-export const REDIS_CAPABILITIES: Capabilities = Object.freeze({ ...EVERY_CAPABILITY, weightedPermits: false });
+export const REDIS_CAPABILITIES: Capabilities = EVERY_CAPABILITY;
 
 /**
  * Locks on one Redis. Accepts a URL-made client or a user's own ioredis client (see
@@ -205,6 +206,10 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       throw err;
     }
     const [code, a, b, last] = Array.isArray(reply) ? (reply as unknown[]) : [reply];
+    if (code === 3) {
+      this.#inbox.forget(waiterId);
+      throw new PermitsMismatchError(req.lockId, req.permits, Number(a));
+    }
     if (code === 1 || code === 2) {
       this.#inbox.forget(waiterId);
       const grant: Grant<RedisGrantData> = {
@@ -259,6 +264,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       secret,
       stamp,
       whoRecord(req.lockId, req.identity),
+      req.weight,
     ]);
   }
 

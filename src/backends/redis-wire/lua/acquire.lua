@@ -9,13 +9,28 @@ local fair, wait, wid = ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
 -- stamp: '' or '~<attempt id>', kept in the hold so that UNDO finds what this attempt did.
 -- who: the client's opaque record of the locker (identity), kept with the hold / queue entry.
 local wttl, inbox, secret, stamp, who = tonumber(ARGV[9]), ARGV[10], ARGV[11], ARGV[12], ARGV[13]
+-- weight: the permits a semaphore hold takes (1 from clients that do not send it).
+local weight = tonumber(ARGV[14] or '1') or 1
 local now, now_us = clock()
+
+-- A semaphore hold's field ends '\0<permits>\0<weight>' (older holds: neither, weight 1).
+local function sized(field)
+  local p, w = string.match(field, '%z(%d+)%z(%d+)$')
+  if p then return tonumber(p), tonumber(w) end
+  return nil, 1
+end
+-- A queue entry's weight: the digits after its kind letter and fair flag (none: 1).
+local function entry_weight(rec)
+  local w = string.match(rec, '^%a%d(%d*)|')
+  if w and w ~= '' then return tonumber(w) end
+  return 1
+end
 
 -- A new hold with the next fencing token (among other holders or waiters).
 local function grant(rank)
   local tok = next_token(t, now_us)
   local field = owner
-  if kind == 's' then field = owner .. '\0' .. tok end
+  if kind == 's' then field = owner .. '\0' .. tok .. '\0' .. fmt(permits) .. '\0' .. fmt(weight) end
   redis.call('HSET', h, field, pack(kind, 1, tok, now + ttl, delay, stamp, '|' .. fmt(now) .. '|' .. who))
   redis.call('ZADD', x, fmt(now + ttl + delay), field)
   redis.call('SET', t, tok)
@@ -58,17 +73,26 @@ if kind ~= 's' then
   end
 end
 
--- Can this kind hold together with the current holders?
-local holders = redis.call('HVALS', h)
+-- Can this kind hold together with the current holders? (A semaphore counts their weights.)
+local holders = redis.call('HGETALL', h)
 local ok
+local used = 0
 if kind == 'm' or kind == 'w' then
   ok = #holders == 0
 else
   ok = true
-  for _, v in ipairs(holders) do
-    if string.sub(v, 1, 1) ~= kind then ok = false; break end
+  local size
+  for i = 1, #holders, 2 do
+    if string.sub(holders[i + 1], 1, 1) ~= kind then ok = false; break end
+    if kind == 's' then
+      local p, w = sized(holders[i])
+      size = size or p
+      used = used + w
+    end
   end
-  if ok and kind == 's' and #holders >= permits then ok = false end
+  -- One id cannot be counted against two sizes: the caller gets PermitsMismatchError.
+  if ok and size and size ~= permits then return {3, fmt(size)} end
+  if ok and kind == 's' and used + weight > permits then ok = false end
 end
 
 -- Does the queue let it through? (Readers never pass a waiting writer, fair or not.)
@@ -89,7 +113,19 @@ if ok then
       end
     end
   elseif fair then
-    if kind == 's' then ok = ahead < permits - #holders else ok = ahead == 0 end
+    if kind == 's' then
+      -- Let in only when the free permits cover every waiter ahead and this one together.
+      local need = weight
+      if ahead > 0 then
+        local ids = redis.call('ZRANGE', q, 0, ahead - 1)
+        for _, rec in ipairs(redis.call('HMGET', qw, unpack(ids))) do
+          if rec then need = need + entry_weight(rec) end
+        end
+      end
+      ok = need <= permits - used
+    else
+      ok = ahead == 0
+    end
   end
 end
 
@@ -102,6 +138,7 @@ if wait and wid ~= '' then
     changed(inbox, h)
   end
   local f = fair and '1' or '0'
+  if weight > 1 then f = f .. fmt(weight) end
   -- Rewritten by every attempt: a hand-off message carries this attempt's secret only.
   redis.call('HSET', qw, wid, kind .. f .. '|' .. fmt(ttl) .. '|' .. fmt(delay) .. '|' .. secret .. '|' .. owner)
   redis.call('ZADD', qx, fmt(now + wttl), wid)
