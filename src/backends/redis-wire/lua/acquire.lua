@@ -2,6 +2,7 @@
 --@include acquire-free
 --@include prelude
 --@include prelude-handoff
+--@include prelude-permits
 local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local kind, permits, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local ttl, delay = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -13,18 +14,6 @@ local wttl, inbox, secret, stamp, who = tonumber(ARGV[9]), ARGV[10], ARGV[11], A
 local weight = tonumber(ARGV[14] or '1') or 1
 local now, now_us = clock()
 
--- A semaphore hold's field ends '\0<permits>\0<weight>' (older holds: neither, weight 1).
-local function sized(field)
-  local p, w = string.match(field, '%z(%d+)%z(%d+)$')
-  if p then return tonumber(p), tonumber(w) end
-  return nil, 1
-end
--- A queue entry's weight: the digits after its kind letter and fair flag (none: 1).
-local function entry_weight(rec)
-  local w = string.match(rec, '^%a%d(%d*)|')
-  if w and w ~= '' then return tonumber(w) end
-  return 1
-end
 
 -- A new hold with the next fencing token (among other holders or waiters).
 local function grant(rank)
@@ -74,26 +63,10 @@ if kind ~= 's' then
 end
 
 -- Can this kind hold together with the current holders? (A semaphore counts their weights.)
-local holders = redis.call('HGETALL', h)
-local ok
-local used = 0
-if kind == 'm' or kind == 'w' then
-  ok = #holders == 0
-else
-  ok = true
-  local size
-  for i = 1, #holders, 2 do
-    if string.sub(holders[i + 1], 1, 1) ~= kind then ok = false; break end
-    if kind == 's' then
-      local p, w = sized(holders[i])
-      size = size or p
-      used = used + w
-    end
-  end
-  -- One id cannot be counted against two sizes: the caller gets PermitsMismatchError.
-  if ok and size and size ~= permits then return {3, fmt(size)} end
-  if ok and kind == 's' and used + weight > permits then ok = false end
-end
+local ok, used, size = holders_allow(h, kind)
+-- One id cannot be counted against two sizes: the caller gets PermitsMismatchError.
+if ok and size and size ~= permits then return {3, fmt(size)} end
+if ok and kind == 's' and used + weight > permits then ok = false end
 
 -- Does the queue let it through? (Readers never pass a waiting writer, fair or not.)
 local rank = false
@@ -113,19 +86,8 @@ if ok then
       end
     end
   elseif fair then
-    if kind == 's' then
-      -- Let in only when the free permits cover every waiter ahead and this one together.
-      local need = weight
-      if ahead > 0 then
-        local ids = redis.call('ZRANGE', q, 0, ahead - 1)
-        for _, rec in ipairs(redis.call('HMGET', qw, unpack(ids))) do
-          if rec then need = need + entry_weight(rec) end
-        end
-      end
-      ok = need <= permits - used
-    else
-      ok = ahead == 0
-    end
+    -- A semaphore: only when the free permits cover every waiter ahead and this one together.
+    if kind == 's' then ok = weight_ahead(q, qw, ahead) + weight <= permits - used else ok = ahead == 0 end
   end
 end
 
