@@ -9,9 +9,9 @@
  * The token is the czxid of our gate node, read before the lease is created and written
  * into the lease (the gate node is gone once the permit is held).
  */
-import { unavailable, type AcquireRequest, type AcquireResult } from '../kit.js';
+import { PermitsMismatchError, unavailable, type AcquireRequest, type AcquireResult } from '../kit.js';
 import { CREATE_ATTEMPTS } from './nodes.js';
-import { GATE_NAMES, LOCK_NAME, QUEUE_NAMES, leaseData, LEASE_NAME, nodeData, predicate, sortedQueue } from './layout.js';
+import { GATE_NAMES, LOCK_NAME, QUEUE_NAMES, leaseData, LEASE_NAME, nodeData, parseLeaseData, predicate, sortedQueue } from './layout.js';
 import { AGAIN, contended, createAndList, listAll, nameOf, type RecipeHost, type Step, type ZkGrantData, type ZkTicket } from './recipe.js';
 
 /** One attempt at a semaphore permit. */
@@ -102,9 +102,11 @@ async function leaseStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: Zk
   if (t.leaseNode) {
     children = (await listAll(host, t.session, [leases]))[0]?.children ?? [];
   } else {
-    const made = await createAndList(host, t, leases, LEASE_NAME, leaseData(req.ownerId, tokenOf(t), req.identity), [], req.signal);
+    const data = leaseData(req.ownerId, tokenOf(t), req.identity, req.permits);
+    const made = await createAndList(host, t, leases, LEASE_NAME, data, [], req.signal);
     t.leaseNode = made.path;
     children = made.listings[0]?.children ?? [];
+    await checkSize(host, req, t, children);
   }
   if (!children.includes(nameOf(t.leaseNode))) {
     t.leaseNode = undefined;
@@ -114,6 +116,22 @@ async function leaseStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: Zk
   if (children.length <= req.permits) return { go: t.leaseNode };
   const permits = req.permits;
   return { wait: { type: 'children', path: leases, ready: (c) => c.length <= permits } };
+}
+
+/**
+ * Holding the gate (nobody else adds a lease meanwhile): a lease of another size refuses
+ * ours with `PermitsMismatchError`, after our nodes are deleted. One lease is read: every
+ * lease of a locksmith semaphore was checked the same way (Curator's carry no size).
+ */
+async function checkSize(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: ZkTicket, children: readonly string[]): Promise<void> {
+  const mine = t.leaseNode === undefined ? undefined : nameOf(t.leaseNode);
+  const other = children.find((c) => c !== mine);
+  if (other === undefined) return;
+  const node = await host.op(t.session, 'getData', t.session.get(`${t.paths.leases}/${other}`));
+  const held = node ? parseLeaseData(node.data).permits : undefined;
+  if (held === undefined || held === req.permits) return;
+  await host.drop(t);
+  throw new PermitsMismatchError(req.lockId, req.permits, held);
 }
 
 function tokenOf(t: ZkTicket): bigint {
