@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { InvalidArgumentError, UnsupportedError, type Lock } from '../../../src/index.js';
-import { PermitsMismatchError } from '../../../src/errors.js';
+import { InvalidArgumentError, PermitsMismatchError, UnsupportedError, type Lock } from '../../../src/index.js';
+
 import { waitingOn } from '../../helpers.js';
 import { T, type SuiteContext } from '../suite.js';
 
