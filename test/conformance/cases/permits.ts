@@ -20,6 +20,8 @@ export function permitCases(ctx: SuiteContext): void {
 
       test('never more permits in use than the semaphore has, under contention of mixed sizes', T, () => neverMoreThanPermits(ctx));
 
+      test('a weighted hold never re-enters: the same explicit owner takes permits of its own', T, () => weightedNeverReenters(ctx));
+
       if (caps.fair) {
         test('a fair waiter for 3 permits is not starved by single permits that keep arriving', T, () => bigFairWaiterNotStarved(ctx));
       }
@@ -106,6 +108,30 @@ async function nTakenLeaveRest(ctx: SuiteContext): Promise<void> {
   const all = await sem().tryAcquire({ permits: 5 });
   assert.ok(all, 'every permit is free again');
   await all.release();
+}
+
+async function weightedNeverReenters(ctx: SuiteContext): Promise<void> {
+  const { client, id } = ctx;
+  const lockId = id('sem-owner');
+  const sem = client().semaphore(lockId, { permits: 3 });
+  const first = await sem.acquire({ permits: 2, owner: 'same-owner' });
+  assert.equal(first.reentered, false);
+  // Documented (docs/recipes/semaphore.md): no re-entry, so 2 more of 3 are not free.
+  assert.equal(await client().semaphore(lockId, { permits: 3 }).tryAcquire({ permits: 2, owner: 'same-owner' }), null);
+  const second = await client().semaphore(lockId, { permits: 3 }).tryAcquire({ permits: 1, owner: 'same-owner' });
+  assert.ok(second, 'the last permit is free');
+  assert.equal(second.reentered, false);
+  assert.notEqual(second.token, first.token);
+  await first.release();
+  const left = (await client().inspect(lockId)).holders;
+  assert.deepEqual(
+    left.map((h) => h.token),
+    [second.token],
+    'releasing one hold of the owner leaves its other hold',
+  );
+  const two = await sem.tryAcquire({ permits: 2 });
+  assert.ok(two, 'the first hold gave its 2 permits back');
+  await Promise.all([second.release(), two.release()]);
 }
 
 async function neverMoreThanPermits(ctx: SuiteContext): Promise<void> {
