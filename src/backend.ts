@@ -81,11 +81,12 @@ export interface AcquireRequest<Ticket = unknown> {
   readonly permits: number;
   /**
    * How many of the `permits` this hold takes: an integer in [1, permits], validated by the
-   * core; 1 for `mutex`, `read`, `write` and by default. A semaphore counts the permits in
-   * use as the sum of its holders' weights. A semaphore whose current holders were opened
-   * with another `permits` refuses the attempt with `PermitsMismatchError`.
+   * core; 1 for `mutex`, `read`, `write` and by default (the core always sets it; absent
+   * counts as 1). A semaphore counts the permits in use as the sum of its holders' weights. A
+   * semaphore whose current holders were opened with another `permits` refuses the attempt
+   * with `PermitsMismatchError`.
    */
-  readonly weight: number;
+  readonly weight?: number;
   /** Unique id of the holder (random per acquisition unless the user passed `owner`). */
   readonly ownerId: string;
   /**

@@ -36,6 +36,7 @@ import { observeCases } from './cases/observe.js';
 import { lockAllCases } from './cases/lock-all.js';
 import { runOnceCases } from './cases/run-once.js';
 import { permitCases } from './cases/permits.js';
+import { loggingCases } from './cases/logging.js';
 
 /** What a backend's test file hands to {@link conformance}. */
 export interface ConformanceTarget {
@@ -52,6 +53,8 @@ export interface ConformanceTarget {
    * connections and never answers (the connect-phase cases). Omit for in-process engines.
    */
   blackHoleUrl?(port: number): string;
+  /** The password in the engine's URL, if it has one: no log line may show it. */
+  readonly secret?: string;
 }
 
 /** What every group of cases gets. */
@@ -119,6 +122,7 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
     lockAllCases(ctx);
     runOnceCases(ctx);
     permitCases(ctx);
+    loggingCases(ctx);
 
     after(() => {
       process.off('unhandledRejection', onUnhandled);

@@ -7,7 +7,11 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
+  backendLog,
   BackendUnavailableError,
+  logRoundTrips,
+  logWake,
+  wakeClock,
   exclusiveKind,
   InvalidArgumentError,
   PermitsMismatchError,
@@ -30,6 +34,8 @@ import { forceRelease, listPage, readLock, type ListPage, type ListRequest } fro
 import { decide, holders, holding, type EtcdGrantData, type EtcdTicket, type Holder } from './recipe.js';
 import { KeptAliveLease, type LeaseEnd } from './lease.js';
 import { waitForChange } from './wait.js';
+
+const log = backendLog('etcd');
 
 const now = (): number => performance.now();
 
@@ -96,6 +102,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
       operationTimeoutMs: opts.operationTimeoutMs ?? Math.max(2_000, Math.ceil(this.#leaseTtlMs / 3)),
       ...(opts.username !== undefined ? { username: opts.username, password: opts.password ?? '' } : {}),
     });
+    logRoundTrips(this, log);
   }
 
   /** The current lease, if one is alive (tests look at it). */
@@ -118,6 +125,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
         }
         this.#session = fresh;
         this.stats.leases += 1;
+        if (log.enabled) log('lease %s granted (ttl %dms)', fresh.hex, this.#leaseTtlMs);
         fresh.onEnd((why) => this.#leaseEnded(fresh, why));
         return fresh;
       })
@@ -130,6 +138,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
   #leaseEnded(s: KeptAliveLease, why: LeaseEnd): void {
     if (this.#session === s) this.#session = undefined;
     if (this.#closed) return;
+    if (log.enabled) log('lease %s ended (%s): its holds are lost', s.hex, why);
     this.#held.sessionEnded(s, why);
     // The server may still keep the lease (we stop short of its expiry): free its keys.
     if (why === 'expired') s.revokeLost();
@@ -327,10 +336,14 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     }
   }
 
-  waitForChange(_lockId: string, ticket: EtcdTicket | undefined, signal: AbortSignal): Promise<void> {
-    return waitForChange(this.client, ticket, signal, () => {
+  async waitForChange(lockId: string, ticket: EtcdTicket | undefined, signal: AbortSignal): Promise<void> {
+    const since = wakeClock(log);
+    let notified = false;
+    await waitForChange(this.client, ticket, signal, () => {
       this.stats.waiterNotifications += 1;
+      notified = true;
     });
+    logWake(log, lockId, notified ? 'notification' : 'poll', since);
   }
 
   /**

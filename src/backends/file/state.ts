@@ -204,7 +204,7 @@ export function stretch(h: FileHolder, expiresAt: number): void {
 export function newHolder(req: Ask, token: bigint, now: number): FileHolder {
   const expiresAt = now + req.ttlMs;
   const { ownerId, kind, lockDelayMs, identity } = req;
-  const sized = kind === 'semaphore' ? { permits: req.permits, ...(req.weight > 1 ? { weight: req.weight } : {}) } : {};
+  const sized = kind === 'semaphore' ? { permits: req.permits, ...((req.weight ?? 1) > 1 ? { weight: req.weight } : {}) } : {};
   return {
     ownerId,
     kind,
@@ -235,6 +235,6 @@ export function reenter(s: FileState, req: Ask, now: number): FileHolder | undef
 /** The queue entry of a waiting acquisition, written by its own process. */
 export function queued(req: Ask, id: string, expiresAt: number, now: number): FileWaiter {
   const { kind, fair, permits, ownerId, identity } = req;
-  const weight = req.weight > 1 ? { weight: req.weight } : {};
+  const weight = (req.weight ?? 1) > 1 ? { weight: req.weight } : {};
   return { id, ownerId, kind, fair, permits, ...weight, expiresAt, pid: process.pid, ns: pidNamespace(), identity, since: now };
 }

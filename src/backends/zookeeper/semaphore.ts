@@ -119,7 +119,7 @@ async function leaseStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: Zk
     t.leaseNode = made.path;
     children = made.listings[0]?.children ?? [];
     await checkSize(host, req, t, children);
-    if (req.weight > 1) children = await addLeases(host, req, t, data);
+    if ((req.weight ?? 1) > 1) children = await addLeases(host, req, t, data);
   }
   if (!children.includes(nameOf(t.leaseNode))) {
     t.leaseNode = undefined;
@@ -160,7 +160,7 @@ async function checkSize(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: ZkT
 async function addLeases(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: ZkTicket, data: Buffer): Promise<readonly string[]> {
   const s = t.session;
   const path = `${t.paths.leases}/${protectedPrefix(t.uuid)}${LEASE_NAME}`;
-  for (let i = 1; i < req.weight; i++) {
+  for (let i = 1; i < (req.weight ?? 1); i++) {
     req.signal.throwIfAborted();
     t.extraLeases.push(await host.op(s, 'create', s.create(path, data, MODE.EPHEMERAL_SEQUENTIAL)));
   }
