@@ -33,6 +33,7 @@ for (let round = 1; round <= 3; round++) {
       lockId: 'x',
       kind: 'mutex',
       permits: 1,
+      weight: 1,
       ownerId: `o${i}`,
       freshOwner: true,
       identity: '',

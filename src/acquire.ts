@@ -69,6 +69,8 @@ export interface AcquireSpec {
   readonly lockId: string;
   readonly kind: LockKind;
   readonly permits: number;
+  /** Permits this hold takes (1 but for a weighted semaphore acquisition). */
+  readonly weight: number;
   readonly settings: CallSettings;
   readonly mode: AcquireMode;
   readonly ownerId: string;
@@ -165,7 +167,7 @@ export async function acquire(host: AcquireHost, registry: Registry, spec: Acqui
     }
     const connecting = host.backend(attempt.signal);
     const backend = connecting instanceof Promise ? await connecting : connecting;
-    checkCapabilities(backend, spec.kind, s);
+    checkCapabilities(backend, spec, s);
     try {
       return await new Loop(registry, backend, spec, attempt).run();
     } catch (err) {
@@ -196,10 +198,12 @@ function timedOut(registry: Registry, spec: AcquireSpec, started: number): void 
 }
 
 /** Refuse options the backend cannot honour (`UnsupportedError`), before anything is sent. */
-function checkCapabilities(backend: Backend, kind: LockKind, s: CallSettings): void {
+function checkCapabilities(backend: Backend, spec: AcquireSpec, s: CallSettings): void {
   const c = backend.capabilities;
+  const kind = spec.kind;
   if ((kind === 'read' || kind === 'write') && !c.shared) throw new UnsupportedError(backend.name, 'read-write locks');
   if (kind === 'semaphore' && !c.permits) throw new UnsupportedError(backend.name, 'semaphores');
+  if (spec.weight > 1 && c.weightedPermits !== true) throw new UnsupportedError(backend.name, 'several permits per hold');
   if (s.fair && !c.fair) throw new UnsupportedError(backend.name, 'fair mode');
   if (s.lockDelayMs > 0 && !c.lockDelay) throw new UnsupportedError(backend.name, 'lockDelayMs');
 }
@@ -229,11 +233,12 @@ class Loop {
   }
 
   #request(): AcquireRequest {
-    const { lockId, kind, permits, settings: s, mode, ownerId, identity } = this.#spec;
+    const { lockId, kind, permits, weight, settings: s, mode, ownerId, identity } = this.#spec;
     return {
       lockId,
       kind,
       permits,
+      weight,
       ownerId,
       identity,
       freshOwner: s.owner === undefined,

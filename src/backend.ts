@@ -61,6 +61,12 @@ export interface Capabilities {
   readonly lockDelay: boolean;
   /** The same `ownerId` acquiring again (from any client) re-enters with a count. */
   readonly reentrant: boolean;
+  /**
+   * A semaphore hold may take several permits at once ({@link AcquireRequest.weight} > 1),
+   * counted as the sum of the holders' weights. Absent or false: the core answers
+   * `UnsupportedError` for a weight above 1, before anything is sent.
+   */
+  readonly weightedPermits?: boolean;
 }
 
 /** Why a backend reports a loss it learned of asynchronously. */
@@ -71,8 +77,16 @@ export interface AcquireRequest<Ticket = unknown> {
   /** Validated by the core: non-empty string of at most `MAX_LOCK_ID_BYTES` UTF-8 bytes. */
   readonly lockId: string;
   readonly kind: LockKind;
-  /** Semaphore size (max concurrent holders). 1 for `mutex`, `read`, `write`. */
+  /** Semaphore size (max permits in use at once). 1 for `mutex`, `read`, `write`. */
   readonly permits: number;
+  /**
+   * How many of the `permits` this hold takes: an integer in [1, permits], validated by the
+   * core; 1 for `mutex`, `read`, `write` and by default (the core always sets it; absent
+   * counts as 1). A semaphore counts the permits in use as the sum of its holders' weights. A
+   * semaphore whose current holders were opened with another `permits` refuses the attempt
+   * with `PermitsMismatchError`.
+   */
+  readonly weight?: number;
   /** Unique id of the holder (random per acquisition unless the user passed `owner`). */
   readonly ownerId: string;
   /**
@@ -160,6 +174,8 @@ export interface HolderState {
   readonly expiresInMs?: number;
   /** Re-entry count (1 when not re-entered), when the backend keeps one. */
   readonly count?: number;
+  /** Semaphore holds: the permits this hold takes ({@link AcquireRequest.weight}), when not 1. */
+  readonly weight?: number;
   /** The holder's identity as stored ({@link AcquireRequest.identity}), when the backend has it. */
   readonly identity?: string;
   /** When the hold began, in ms since the epoch on the engine's clock, when known. */

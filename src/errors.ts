@@ -42,6 +42,26 @@ export class InvalidArgumentError extends LocksmithError {
   }
 }
 
+/**
+ * A semaphore was opened with another `permits` than its current holders were: the two
+ * sizes cannot both hold, so the attempt is refused instead of counting it against either
+ * (docs/recipes/semaphore.md). An {@link InvalidArgumentError} (code `INVALID_ARGUMENT`,
+ * argument `permits`); `permits` is what was asked, `held` what the holders use.
+ */
+export class PermitsMismatchError extends InvalidArgumentError {
+  /** The semaphore size this attempt asked for. */
+  readonly permits: number;
+  /** The semaphore size of the current holders. */
+  readonly held: number;
+  constructor(lockId: string, permits: number, held: number) {
+    super('permits', `semaphore '${lockId}' is held with permits ${held}; it cannot be opened with permits ${permits}`, {
+      context: { lockId, permits, held },
+    });
+    this.permits = permits;
+    this.held = held;
+  }
+}
+
 /** `lock()` (or `acquire()`, `read()`, `write()`) did not obtain the lock within `timeoutMs`. */
 export class LockTimeoutError extends LocksmithError {
   constructor(lockId: string, timeoutMs: number, options: { cause?: unknown } = {}) {

@@ -29,10 +29,12 @@ export { instrumentPrometheus, type PrometheusOptions } from './metrics.js';
 export { instrumentTracing, instrumentMeter, type TracerLike, type SpanLike, type MeterLike } from './tracing.js';
 export { FencedResource, type FencedResourceOptions } from './fencing.js';
 export { DEFAULT_OPTIONS, minTtlMs, type LockerOptions, type LockOptions, type TryLockOptions, type WithLockOptions } from './options.js';
+export type { SemaphoreAcquireOptions, SemaphoreTryAcquireOptions } from './options.js';
 export type { LockerEvents, LockerEventName, LockEventBase, BackendOperation } from './events.js';
 export {
   LocksmithError,
   InvalidArgumentError,
+  PermitsMismatchError,
   LockTimeoutError,
   LockLostError,
   LockNotHeldError,

@@ -24,7 +24,10 @@ import {
   validateSignal,
   type CallSettings,
   type LockerOptions,
+  splitWeight,
   type LockOptions,
+  type SemaphoreAcquireOptions,
+  type SemaphoreTryAcquireOptions,
   type TryLockOptions,
   type WithLockOptions,
 } from './options.js';
@@ -65,14 +68,14 @@ export interface ReadWriteLock {
   tryWrite(options?: TryLockOptions): Promise<Lock | null>;
 }
 
-/** A counting semaphore: at most `permits` holders at once. */
+/** A counting semaphore: at most `permits` permits in use at once (docs/recipes/semaphore.md). */
 export interface Semaphore {
   readonly lockId: string;
   readonly permits: number;
-  /** Wait for a permit (like `lock()`). */
-  acquire(options?: LockOptions): Promise<Lock>;
-  /** One attempt (or wait up to `waitMs`) for a permit; `null` when all are taken. */
-  tryAcquire(options?: TryLockOptions): Promise<Lock | null>;
+  /** Wait for a permit, or for `options.permits` of them taken together (like `lock()`). */
+  acquire(options?: SemaphoreAcquireOptions): Promise<Lock>;
+  /** One attempt (or wait up to `waitMs`) for a permit (or `options.permits`); `null` when not free. */
+  tryAcquire(options?: SemaphoreTryAcquireOptions): Promise<Lock | null>;
 }
 
 /**
@@ -192,8 +195,8 @@ export class Locker extends TypedEmitter {
     return {
       lockId: id,
       permits: n,
-      acquire: (o) => this.#acquire(id, 'semaphore', n, o, waitMode) as Promise<Lock>,
-      tryAcquire: (o) => this.#acquire(id, 'semaphore', n, o, tryMode),
+      acquire: (o) => this.#weighed(id, n, o, waitMode) as Promise<Lock>,
+      tryAcquire: (o) => this.#weighed(id, n, o, tryMode),
     };
   }
 
@@ -353,12 +356,28 @@ export class Locker extends TypedEmitter {
     if (this.#host.closed) throw new LockerClosedError();
   }
 
+  /** A semaphore call: `options.permits` is the weight of the hold, the rest are lock options. */
+  #weighed(
+    lockId: string,
+    size: number,
+    options: SemaphoreTryAcquireOptions | undefined,
+    mode: (s: CallSettings) => AcquireMode,
+  ): Promise<Lock | null> {
+    try {
+      const { weight, rest } = splitWeight(options, size);
+      return this.#acquire(lockId, 'semaphore', size, rest, mode, weight);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+  }
+
   #acquire(
     lockId: string,
     kind: LockKind,
     permits: number,
     options: LockOptions | TryLockOptions | undefined,
     mode: (s: CallSettings) => AcquireMode,
+    weight = 1,
   ): Promise<Lock | null> {
     const p = (async () => {
       this.#assertOpen();
@@ -366,7 +385,7 @@ export class Locker extends TypedEmitter {
       const settings = resolveCallSettings(this.options, options);
       settings.signal?.throwIfAborted();
       const ownerId = settings.owner ?? randomOwnerId();
-      const spec = { lockId: id, kind, permits, settings, mode: mode(settings), ownerId, identity: this.#identity };
+      const spec = { lockId: id, kind, permits, weight, settings, mode: mode(settings), ownerId, identity: this.#identity };
       const got = await acquire(this.#host, this.#registry, spec);
       return got === null ? null : this.#handle(got);
     })();

@@ -103,6 +103,23 @@ export interface TryLockOptions extends LockOptions {
   readonly timeoutMs?: number;
 }
 
+/** Per-call options of a semaphore's `acquire()`. */
+export interface SemaphoreAcquireOptions extends LockOptions {
+  /**
+   * How many permits this hold takes at once, an integer in [1, the semaphore's `permits`]
+   * (redis-semaphore's MultiSemaphore). A fair waiter for n permits blocks later waiters
+   * until n are free together. Engines without `weightedPermits` refuse n > 1 with
+   * `UnsupportedError`. @default 1
+   */
+  readonly permits?: number;
+}
+
+/** Per-call options of a semaphore's `tryAcquire()`; `permits` as in {@link SemaphoreAcquireOptions}. */
+export interface SemaphoreTryAcquireOptions extends TryLockOptions {
+  /** How many permits this hold takes at once (1..the semaphore's `permits`). @default 1 */
+  readonly permits?: number;
+}
+
 /** Options of `withLock()`. */
 export interface WithLockOptions extends LockOptions {
   /**
@@ -201,6 +218,26 @@ export function validatePermits(value: unknown): number {
     throw new InvalidArgumentError('permits', `permits must be an integer in [1, ${MAX_PERMITS}], got ${describe(value)}`);
   }
   return value;
+}
+
+/**
+ * Split a semaphore call's options into the permits it takes (an integer in [1, `size`],
+ * default 1) and the lock options the core resolves as for any other call.
+ */
+export function splitWeight<O extends LockOptions>(
+  options: (O & { readonly permits?: number }) | undefined,
+  size: number,
+): { weight: number; rest: O | undefined } {
+  if (typeof options !== 'object' || options === null || !('permits' in options)) return { weight: 1, rest: options };
+  const { permits, ...rest } = options;
+  if (permits === undefined) return { weight: 1, rest: rest as O };
+  if (typeof permits !== 'number' || !Number.isInteger(permits) || permits < 1 || permits > size) {
+    throw new InvalidArgumentError(
+      'permits',
+      `a semaphore of ${size} permits takes an integer in [1, ${size}] at once, got ${describe(permits)}`,
+    );
+  }
+  return { weight: permits, rest: rest as O };
 }
 
 /** An explicit owner id: a non-empty string of at most 256 UTF-8 bytes, storable as a lock id is. */

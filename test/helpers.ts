@@ -108,6 +108,7 @@ export function seamRequest<T = unknown>(lockId: string, ownerId: string, over: 
     lockId,
     kind: 'mutex',
     permits: 1,
+    weight: 1,
     ownerId,
     identity: '{"h":"test","p":0,"n":"seam"}',
     freshOwner: true,

@@ -7,6 +7,7 @@
  * and credential redaction. See docs/architecture.md, "Writing a backend".
  */
 import type { Capabilities, LockKind } from '../backend.js';
+import { PermitsMismatchError } from '../errors.js';
 
 export type {
   Abandonable,
@@ -31,7 +32,14 @@ export type {
   WatchRequest,
 } from '../backend.js';
 export { isAbandonable, MAX_LOCK_ID_BYTES } from '../backend.js';
-export { BackendUnavailableError, InvalidArgumentError, LockLostError, QuorumError, type NodeResult } from '../errors.js';
+export {
+  BackendUnavailableError,
+  InvalidArgumentError,
+  LockLostError,
+  PermitsMismatchError,
+  QuorumError,
+  type NodeResult,
+} from '../errors.js';
 /** How long before its deadline the core aborts a holder's signal: a backend that signals loss itself keeps the same margin. */
 export { lossGuardMs } from '../util/validity.js';
 export { MAX_TIMER_MS, raceAbort, sleep, withDeadline, type DeadlineOptions } from '../util/time.js';
@@ -54,6 +62,7 @@ export const EVERY_CAPABILITY: Capabilities = Object.freeze({
   notify: true,
   lockDelay: true,
   reentrant: true,
+  weightedPermits: true,
 });
 
 // ---------------------------------------------------------------- one lock across kinds
@@ -62,7 +71,32 @@ export const EVERY_CAPABILITY: Capabilities = Object.freeze({
 export interface KindAsk {
   readonly kind: LockKind;
   readonly permits: number;
+  /** Permits the hold takes (AcquireRequest.weight); absent counts as 1. */
+  readonly weight?: number;
   readonly fair: boolean;
+}
+
+/** A hold or a waiter as far as sharing goes: its kind and (semaphores) the permits it takes. */
+export interface Weighed {
+  readonly kind: LockKind;
+  /** Permits taken; absent counts as 1. */
+  readonly weight?: number;
+}
+
+/** The permits `holds` take together (each counts its weight, 1 when absent). */
+export function permitsInUse(holds: readonly Weighed[]): number {
+  let sum = 0;
+  for (const h of holds) sum += h.weight ?? 1;
+  return sum;
+}
+
+/**
+ * Refuse a semaphore attempt whose size differs from its live holders' (`held`, undefined
+ * when there are none or they are not semaphore holds): one id cannot be counted against
+ * two sizes (docs/recipes/semaphore.md).
+ */
+export function checkPermits(lockId: string, ask: Pick<KindAsk, 'kind' | 'permits'>, held: number | undefined): void {
+  if (ask.kind === 'semaphore' && held !== undefined && held !== ask.permits) throw new PermitsMismatchError(lockId, ask.permits, held);
 }
 
 /** True for the kinds that hold alone (mutex, write). */
@@ -72,7 +106,7 @@ export const exclusiveKind = (k: LockKind): boolean => k === 'mutex' || k === 'w
  * Can `ask` hold beside `holders`? One id is one lock across kinds: a mutex or a writer
  * alone, readers together, semaphore holders up to the permits (docs/architecture.md).
  */
-export function kindsCompatible(holders: readonly { readonly kind: LockKind }[], ask: Pick<KindAsk, 'kind' | 'permits'>): boolean {
+export function kindsCompatible(holders: readonly Weighed[], ask: Pick<KindAsk, 'kind' | 'permits' | 'weight'>): boolean {
   switch (ask.kind) {
     case 'mutex':
     case 'write':
@@ -80,18 +114,20 @@ export function kindsCompatible(holders: readonly { readonly kind: LockKind }[],
     case 'read':
       return holders.every((h) => h.kind === 'read');
     case 'semaphore':
-      return holders.every((h) => h.kind === 'semaphore') && holders.length < ask.permits;
+      return holders.every((h) => h.kind === 'semaphore') && permitsInUse(holders) + (ask.weight ?? 1) <= ask.permits;
   }
 }
 
 /**
- * May `ask` pass the waiters `ahead` of it? Readers never pass a waiting writer, fair or not
- * (a stream of readers must not starve it); fair asks pass nobody (a semaphore: as many as
- * there are free permits).
+ * May `ask` pass the waiters `ahead` of it, with `inUse` permits held (a semaphore: the sum
+ * of the holders' weights)? Readers never pass a waiting writer, fair or not (a stream of
+ * readers must not starve it); fair asks pass nobody, but a fair semaphore ask is let in
+ * when the free permits cover every waiter ahead and it together, so that a waiter for
+ * several permits is not starved by later single ones.
  */
-export function queueAllows(ask: KindAsk, ahead: readonly { readonly kind: LockKind }[], holders: number): boolean {
+export function queueAllows(ask: KindAsk, ahead: readonly Weighed[], inUse: number): boolean {
   if (ask.kind === 'read') return !ahead.some((w) => exclusiveKind(w.kind));
   if (!ask.fair) return true;
-  if (ask.kind === 'semaphore') return ahead.length < ask.permits - holders;
+  if (ask.kind === 'semaphore') return permitsInUse(ahead) + (ask.weight ?? 1) <= ask.permits - inUse;
   return ahead.length === 0;
 }

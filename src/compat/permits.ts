@@ -3,7 +3,7 @@
  * API. Why the designs are deadlock-free: docs/migrating/redis-semaphore.md, "MultiSemaphore".
  */
 import type { Lock as Hold } from '../lock.js';
-import type { Locker } from '../locker.js';
+import type { Locker, Semaphore } from '../locker.js';
 
 /** The wait left to one acquisition. */
 export interface Budget {
@@ -43,9 +43,10 @@ function withSignal(budget: Budget): { signal?: AbortSignal } {
 
 /**
  * `n` permits of the semaphore `lockId` (size `limit`), all-or-nothing. One permit is a plain
- * acquisition. Several: the acquirer first takes the gate mutex `<lockId>:multi`, so at most
- * one acquirer at a time holds part of a set while it waits for the rest — and every holder
- * it waits for holds without waiting, so it always ends: no cycle, no deadlock.
+ * acquisition; so are several on a backend that takes them in one hold (`weightedPermits`:
+ * one hold of weight `n`). Elsewhere the acquirer first takes the gate mutex `<lockId>:multi`,
+ * so at most one acquirer at a time holds part of a set while it waits for the rest — and
+ * every holder it waits for holds without waiting, so it always ends: no cycle, no deadlock.
  */
 export async function acquirePermits(
   locker: Locker,
@@ -61,6 +62,22 @@ export async function acquirePermits(
     return hold && [hold];
   }
   if (n > limit) return null;
+  if ((await locker.backend()).capabilities.weightedPermits === true) {
+    const hold = await firstThenWait(budget, (waitMs) => semaphore.tryAcquire({ ...settings, permits: n, waitMs, ...withSignal(budget) }));
+    return hold && [hold];
+  }
+  return acquireGated(locker, semaphore, lockId, n, settings, budget);
+}
+
+/** {@link acquirePermits} of several permits one by one, behind the gate mutex `<lockId>:multi`. */
+async function acquireGated(
+  locker: Locker,
+  semaphore: Semaphore,
+  lockId: string,
+  n: number,
+  settings: HoldSettings,
+  budget: Budget,
+): Promise<Hold[] | null> {
   const gate = await firstThenWait(budget, (waitMs) =>
     locker.tryLock(`${lockId}:multi`, { ttlMs: settings.ttlMs, waitMs, ...withSignal(budget) }),
   );

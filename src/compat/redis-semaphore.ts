@@ -122,7 +122,7 @@ export abstract class Lock {
     return this.#held !== undefined;
   }
 
-  /** Fencing tokens of the current hold (one per permit), empty when not held. */
+  /** Fencing tokens of the current hold (one per hold taken: one, or one per permit where they are taken one by one), empty when not held. */
   get tokens(): readonly bigint[] {
     return this.#held?.holds.map((h) => h.token) ?? [];
   }

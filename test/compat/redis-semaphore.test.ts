@@ -272,7 +272,8 @@ test('MultiSemaphore takes its permits all at once and shares them with Semaphor
   const k = key('multi');
   const pair = new MultiSemaphore(client, k, 3, 2, timeoutOptions);
   await pair.acquire();
-  assert.equal(pair.tokens.length, 2);
+  // One hold of two permits (the Redis backend takes several at once): one token.
+  assert.equal(pair.tokens.length, 1);
   const one = new Semaphore(client, k, 3, timeoutOptions);
   assert.equal(await one.tryAcquire(), true);
   assert.equal(await new Semaphore(client, k, 3, timeoutOptions).tryAcquire(), false);

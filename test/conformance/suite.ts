@@ -35,6 +35,7 @@ import { sequencerCases } from './cases/sequencer.js';
 import { observeCases } from './cases/observe.js';
 import { lockAllCases } from './cases/lock-all.js';
 import { runOnceCases } from './cases/run-once.js';
+import { permitCases } from './cases/permits.js';
 import { loggingCases } from './cases/logging.js';
 
 /** What a backend's test file hands to {@link conformance}. */
@@ -137,6 +138,7 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
     observeCases(ctx);
     lockAllCases(ctx);
     runOnceCases(ctx);
+    permitCases(ctx);
     loggingCases(ctx);
 
     after(() => {

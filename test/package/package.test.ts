@@ -95,6 +95,24 @@ const { version } = (await import('ioredis/package.json', { with: { type: 'json'
 console.log(version);
 `;
 
+/** Every documented backend import, in a consumer with the drivers but none of their @types (pg has no own types). */
+const DRIVERS_APP = `import { createLocker } from 'locksmith-dlm';
+import { createPostgresBackend, migrate, postgresDdl, type PgQueryTarget } from 'locksmith-dlm/postgres';
+import { createMysqlBackend, migrate as migrateMysql } from 'locksmith-dlm/mysql';
+import { RedisBackend } from 'locksmith-dlm/redis';
+import { RedlockBackend } from 'locksmith-dlm/redlock';
+import { createZooKeeperBackend } from 'locksmith-dlm/zookeeper';
+
+const statements: string[] = [];
+const target: PgQueryTarget = { query: async (text: string) => void statements.push(text) };
+await migrate(target, { table: 'app' });
+const sem = createLocker('memory://drivers').semaphore('pool', { permits: 3 });
+const two = await sem.acquire({ permits: 2 });
+await two.release();
+void [createPostgresBackend, createMysqlBackend, migrateMysql, RedisBackend, RedlockBackend, createZooKeeperBackend];
+console.log(postgresDdl('app').includes('app_holders') && statements.length === 1);
+`;
+
 let dir = '';
 let tarball = '';
 before(async () => {
@@ -153,6 +171,21 @@ test(
     assert.equal(cjs.stdout.trim(), 'function', 'require() of the ESM build works');
     const cli = await run(join(app, 'node_modules/.bin/locksmith'), ['--version'], { cwd: app });
     assert.match(cli.stdout, /^\d+\.\d+\.\d+/);
+  },
+);
+
+test(
+  'every documented backend import compiles in a strict app without @types/pg or other driver @types',
+  { timeout: 600_000 },
+  async () => {
+    const app = await scratchApp('drivers', DRIVERS_APP);
+    for (const driver of ['pg', 'mysql2', 'ioredis', 'node-zookeeper-client']) {
+      await symlink(join(root, 'node_modules', driver), join(app, 'node_modules', driver), 'dir');
+    }
+    assert.equal(existsSync(join(app, 'node_modules/@types/pg')), false, '@types/pg is not installed');
+    await typecheck(app);
+    const { stdout } = await run(process.execPath, [join(app, 'out/index.js')], { cwd: app });
+    assert.equal(stdout.trim(), 'true');
   },
 );
 

@@ -183,8 +183,8 @@ function upgradeCases(t: SqlTarget, { client, lister }: Ctx): void {
     const table = `old_${randomBytes(3).toString('hex')}`;
     const url = t.url.replace('migrate=true', `migrate=true&table=${table}`);
     await client({}, url).backend();
-    await t.exec(`ALTER TABLE ${table}_holders DROP COLUMN identity, DROP COLUMN acquired_us`);
-    await t.exec(`ALTER TABLE ${table}_queue DROP COLUMN identity, DROP COLUMN since_us, DROP COLUMN fair`);
+    await t.exec(`ALTER TABLE ${table}_holders DROP COLUMN identity, DROP COLUMN acquired_us, DROP COLUMN permits, DROP COLUMN weight`);
+    await t.exec(`ALTER TABLE ${table}_queue DROP COLUMN identity, DROP COLUMN since_us, DROP COLUMN fair, DROP COLUMN weight`);
     // A hold an older version wrote: no identity, no start time.
     await t.exec(
       `INSERT INTO ${table}_holders (lock_id, token, owner_id, kind, count, expires_us, lock_delay_ms) VALUES ('old', 1, 'o', 'mutex', 1, 9000000000000000, 0)`,

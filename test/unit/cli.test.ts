@@ -131,9 +131,12 @@ test('locksmith run --shared and --permits take read and semaphore holds', async
   await reader.release();
   const permit = await other.semaphore('cli:sem', { permits: 2 }).acquire();
   assert.equal(await main(args('cli:sem', '--permits', '2')), 0, 'the second of two permits');
-  assert.equal(await main(args('cli:sem', '--permits', '1')), EXIT.CONFLICT);
+  const second = await other.semaphore('cli:sem', { permits: 2 }).acquire();
+  assert.equal(await main(args('cli:sem', '--permits', '2')), EXIT.CONFLICT, 'both permits taken');
+  // Another size than the holders' is a PermitsMismatchError (INVALID_ARGUMENT), not a conflict.
+  assert.equal(await main(args('cli:sem', '--permits', '1')), EXIT.USAGE);
   assert.equal(await main(args('cli:sem', '--permits', '2', '--shared')), EXIT.USAGE);
-  await permit.release();
+  await Promise.all([permit.release(), second.release()]);
   await other.close();
 });
 

@@ -142,6 +142,7 @@ describe('zookeeper: what the nodes hold', () => {
     assert.deepEqual(parseLeaseData(Buffer.from('old-owner')), { ownerId: 'old-owner', token: undefined });
     assert.deepEqual(parseLeaseData(Buffer.from('locksmith-lease/1\n42\nold')), { ownerId: 'old', token: 42n });
     assert.deepEqual(parseLeaseData(Buffer.from(`locksmith-lease/1\n42\nnew\0${other}`)), { ownerId: 'new', identity: other, token: 42n });
+    assert.deepEqual(parseLeaseData(Buffer.from('locksmith-lease/1\n42 3\nsized')), { ownerId: 'sized', token: 42n, permits: 3 });
   });
 
   test('a semaphore holder and a mutex waiting behind it show their identities', T, async () => {

@@ -14,6 +14,7 @@ import {
   wakeClock,
   exclusiveKind,
   InvalidArgumentError,
+  PermitsMismatchError,
   LockLostError,
   withDeadline,
   type AcquireRequest,
@@ -31,7 +32,7 @@ import { LeaseHolds } from './lease-holds.js';
 import { encodeValue, lockPrefix, parseValue } from './layout.js';
 import { watchChanges, type ChangesRequest } from './changes.js';
 import { forceRelease, listPage, readLock, type ListPage, type ListRequest } from './observe.js';
-import { decide, holders, type EtcdGrantData, type EtcdTicket } from './recipe.js';
+import { decide, holders, holding, type EtcdGrantData, type EtcdTicket, type Holder } from './recipe.js';
 import { KeptAliveLease, type LeaseEnd } from './lease.js';
 import { waitForChange } from './wait.js';
 
@@ -68,6 +69,7 @@ export const ETCD_CAPABILITIES: Capabilities = Object.freeze({
   notify: true,
   lockDelay: false,
   reentrant: false,
+  weightedPermits: true,
 });
 
 type Listing = { readonly entries: Entry[]; readonly revision: bigint };
@@ -192,6 +194,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
         owner: req.ownerId,
         nonce,
         permits: req.kind === 'semaphore' ? req.permits : 1,
+        weight: req.weight,
         identity: req.identity,
         at: Date.now(),
       }),
@@ -259,7 +262,9 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     start: number,
   ): Promise<AcquireResult<EtcdTicket, EtcdGrantData>> {
     const rev = t.rev ?? 0n;
-    const d = decide(req.kind, req.permits, rev, holders(listing.entries), t.prefix);
+    const keys = holders(listing.entries);
+    if (req.kind === 'semaphore') await this.#checkSize(req, t, keys);
+    const d = decide(req.kind, req.permits, rev, keys, t.prefix, req.weight);
     if (d.held) return { granted: true, grant: this.#grant(req, t, rev, start, listing.revision) };
     if (!req.wait) {
       await this.#dropTicket(t);
@@ -268,6 +273,14 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     t.watch = d.watch;
     t.seenAt = listing.revision;
     return { granted: false, contended: { ticket: t } };
+  }
+
+  /** A semaphore whose holders use another size refuses the attempt; our key is deleted first. */
+  async #checkSize(req: AcquireRequest<EtcdTicket>, t: EtcdTicket, keys: readonly Holder[]): Promise<void> {
+    const other = holding(keys).find((k) => k.kind === 'semaphore' && k.key !== t.key && k.permits !== req.permits);
+    if (!other) return;
+    await this.#dropTicket(t);
+    throw new PermitsMismatchError(req.lockId, req.permits, other.permits);
   }
 
   /** Turn the ticket's key into a hold: it vouches only for time the lease is sure to last. */

@@ -68,6 +68,8 @@ export interface KeyMeta {
   readonly nonce: string | undefined;
   /** A semaphore's size as its holder asked for it (1 for other kinds). */
   readonly permits: number;
+  /** The permits the hold takes (1 for other kinds and keys of older versions). */
+  readonly weight: number;
   /** The writer's identity (`AcquireRequest.identity`), verbatim, when locksmith wrote the key. */
   readonly identity: string | undefined;
   /** The writer's wall clock (epoch ms) when it sent the put: etcd keeps no time of its own. */
@@ -80,6 +82,8 @@ export interface ValueFields {
   readonly owner: string;
   readonly nonce: string;
   readonly permits: number;
+  /** Permits the hold takes (semaphores; 1 when absent). */
+  readonly weight?: number;
   readonly identity: string;
   readonly at: number;
 }
@@ -89,12 +93,14 @@ const KINDS: readonly LockKind[] = ['mutex', 'read', 'write', 'semaphore'];
 /** The value of a locksmith key (JSON; Go's Mutex writes an empty value). */
 export function encodeValue(v: ValueFields): Buffer {
   const { kind, owner, nonce, permits, identity, at } = v;
-  return Buffer.from(JSON.stringify({ locksmith: 1, kind, owner, nonce, permits, id: identity, at }));
+  // weight only when above 1: the keys of single permits read as older versions wrote them.
+  const weight = v.weight !== undefined && v.weight > 1 ? { weight: v.weight } : {};
+  return Buffer.from(JSON.stringify({ locksmith: 1, kind, owner, nonce, permits, ...weight, id: identity, at }));
 }
 
 /** Read a key's value: anything that is not a locksmith value is an exclusive foreign holder. */
 export function parseValue(value: Buffer | undefined): KeyMeta {
-  const foreign: KeyMeta = { kind: 'mutex', owner: undefined, nonce: undefined, permits: 1, identity: undefined, at: undefined };
+  const foreign: KeyMeta = { kind: 'mutex', owner: undefined, nonce: undefined, permits: 1, weight: 1, identity: undefined, at: undefined };
   if (!value || value.length === 0 || value[0] !== 0x7b) return foreign;
   try {
     const v = JSON.parse(value.toString('utf8')) as Record<string, unknown>;
@@ -103,9 +109,10 @@ export function parseValue(value: Buffer | undefined): KeyMeta {
     const owner = typeof v['owner'] === 'string' ? v['owner'] : undefined;
     const nonce = typeof v['nonce'] === 'string' ? v['nonce'] : undefined;
     const permits = typeof v['permits'] === 'number' && Number.isInteger(v['permits']) && v['permits'] > 0 ? v['permits'] : 1;
+    const weight = typeof v['weight'] === 'number' && Number.isInteger(v['weight']) && v['weight'] > 0 ? v['weight'] : 1;
     const identity = typeof v['id'] === 'string' ? v['id'] : undefined;
     const at = typeof v['at'] === 'number' && Number.isFinite(v['at']) ? v['at'] : undefined;
-    return { kind, owner, nonce, permits, identity, at };
+    return { kind, owner, nonce, permits, weight, identity, at };
   } catch {
     return foreign;
   }

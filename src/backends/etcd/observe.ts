@@ -51,6 +51,7 @@ function holderOf(k: Holder, ttls: LeaseTtls): HolderState {
     kind: k.kind,
     token: k.createRevision,
     count: 1,
+    ...(k.weight > 1 ? { weight: k.weight } : {}),
     ...(k.identity !== undefined ? { identity: k.identity } : {}),
     ...(left !== undefined ? { expiresInMs: left } : {}),
   };

@@ -6,8 +6,10 @@
  * - mutex, write and foreign keys (`etcdctl lock`) are exclusive: held when no key is older;
  *   a waiter watches only the key just older than its own (no herd effect).
  * - read: held when no older key is exclusive; it watches the youngest older exclusive key.
- * - semaphore of `permits`: held when no older key is of another kind and fewer than
- *   `permits` older semaphore keys exist. A waiter behind other kinds watches the youngest
+ * - semaphore of `permits`: held when no older key is of another kind and the weights (the
+ *   permits each takes) of the older semaphore keys and its own add up to at most `permits`:
+ *   in queue order, so a waiter for several permits is never passed by younger single ones.
+ *   A waiter behind other kinds watches the youngest
  *   of them; a waiter behind permits watches every deletion under the lock (any of the
  *   older holders leaving may let it in).
  */
@@ -61,6 +63,7 @@ export function decide(
   rev: bigint,
   keys: readonly Holder[],
   prefix: string,
+  weight = 1,
 ): { readonly held: true } | { readonly held: false; readonly watch: WatchSpec } {
   // Oldest first, whatever order the listing came in (an exclusive waiter's is youngest first).
   const older = keys.filter((k) => k.createRevision < rev).sort((a, b) => (a.createRevision < b.createRevision ? -1 : 1));
@@ -68,11 +71,12 @@ export function decide(
     kind === 'read' ? older.filter((k) => k.kind !== 'read') : kind === 'semaphore' ? older.filter((k) => k.kind !== 'semaphore') : older;
   const youngest = blocking[blocking.length - 1];
   if (youngest) return { held: false, watch: { type: 'key', key: youngest.key } };
-  if (kind === 'semaphore' && older.length >= permits) return { held: false, watch: { type: 'prefix', prefix } };
+  if (kind === 'semaphore' && older.reduce((sum, k) => sum + k.weight, weight) > permits)
+    return { held: false, watch: { type: 'prefix', prefix } };
   return { held: true };
 }
 
 /** The keys of a listing that hold now (for `inspect`), in queue order. */
 export function holding(keys: readonly Holder[]): Holder[] {
-  return keys.filter((k) => decide(k.kind, k.permits, k.createRevision, keys, '').held);
+  return keys.filter((k) => decide(k.kind, k.permits, k.createRevision, keys, '', k.weight).held);
 }

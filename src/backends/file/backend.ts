@@ -14,10 +14,12 @@ import {
   InvalidArgumentError,
   logRoundTrips,
   LockLostError,
+  checkPermits,
   logWake,
   wakeClock,
   type WakeCause,
   kindsCompatible,
+  permitsInUse,
   queueAllows,
   sleep,
   unavailable,
@@ -135,8 +137,9 @@ export class FileBackend implements Backend<FileTicket, undefined> {
         if (position >= 0) s.queue.splice(position, 1);
         return { changed: true, value: granted(req, reentered.token, true) };
       }
+      checkPermits(req.lockId, req, s.holders.find((h) => h.kind === 'semaphore')?.permits);
       const ahead = position >= 0 ? s.queue.slice(0, position) : s.queue;
-      if (kindsCompatible(s.holders, req) && queueAllows(req, ahead, s.holders.length)) {
+      if (kindsCompatible(s.holders, req) && queueAllows(req, ahead, permitsInUse(s.holders))) {
         s.last += 1n;
         s.holders.push(newHolder(req, s.last, now));
         if (position >= 0) s.queue.splice(position, 1);

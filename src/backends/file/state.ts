@@ -4,17 +4,29 @@
  * backend (docs/architecture.md), applied to a copy read from disk inside the lock's
  * critical section (docs/backends/file.md).
  */
-import { exclusiveKind as exclusive, kindsCompatible as compatible, queueAllows, type AcquireRequest, type LockKind } from '../kit.js';
+import {
+  exclusiveKind as exclusive,
+  kindsCompatible as compatible,
+  permitsInUse,
+  queueAllows,
+  type AcquireRequest,
+  type LockKind,
+  type Weighed,
+} from '../kit.js';
 import { pidNamespace } from './layout.js';
 
 /** What the rules read of an acquisition. */
-type Ask = Pick<AcquireRequest, 'kind' | 'permits' | 'fair' | 'ownerId' | 'identity' | 'ttlMs' | 'lockDelayMs'>;
+type Ask = Pick<AcquireRequest, 'kind' | 'permits' | 'weight' | 'fair' | 'ownerId' | 'identity' | 'ttlMs' | 'lockDelayMs'>;
 
 /** One hold (re-entered holds of one owner share it, with a count). Times: system-wide monotonic ms. */
 export interface FileHolder {
   readonly ownerId: string;
   readonly kind: LockKind;
   readonly token: bigint;
+  /** Semaphore holds: the semaphore's size (absent for other kinds and in older files). */
+  readonly permits?: number;
+  /** Semaphore holds: the permits it takes, when more than 1. */
+  readonly weight?: number;
   count: number;
   /** After this the lease is over: extend fails. */
   expiresAt: number;
@@ -35,6 +47,8 @@ export interface FileWaiter {
   readonly kind: LockKind;
   readonly fair: boolean;
   readonly permits: number;
+  /** The permits it asks for, when more than 1. */
+  readonly weight?: number;
   /** Dropped after this unless its process attempts again (each attempt moves it on). */
   expiresAt: number;
   /** The waiting process: a waiter whose process is gone is dropped at once. */
@@ -100,6 +114,8 @@ export function parseState(text: string, lockId: string | undefined, boot: strin
     kind: kindOf(h.kind),
     token: BigInt(String(h.token)),
     count: Number(h.count),
+    ...(isTime(h.permits) ? { permits: h.permits } : {}),
+    ...(isTime(h.weight) ? { weight: h.weight } : {}),
     expiresAt: Number(h.expiresAt),
     blocksUntil: Number(h.blocksUntil),
     lockDelayMs: Number(h.lockDelayMs),
@@ -112,6 +128,7 @@ export function parseState(text: string, lockId: string | undefined, boot: strin
     kind: kindOf(w.kind),
     fair: w.fair === true,
     permits: Number(w.permits),
+    ...(isTime(w.weight) ? { weight: w.weight } : {}),
     expiresAt: Number(w.expiresAt),
     pid: Number(w.pid),
     ns: String(w.ns),
@@ -149,10 +166,10 @@ export function purge(s: FileState, now: number, alive: (pid: number, ns: string
 export function grantable(s: Pick<FileState, 'holders' | 'queue'>): Set<string> {
   const out = new Set<string>();
   if (s.holders.some((h) => exclusive(h.kind))) return out;
-  const granted: { readonly kind: LockKind }[] = [...s.holders];
+  const granted: Weighed[] = [...s.holders];
   const passed: FileWaiter[] = [];
   for (const w of s.queue) {
-    if (compatible(granted, w) && queueAllows(w, passed, granted.length)) {
+    if (compatible(granted, w) && queueAllows(w, passed, permitsInUse(granted))) {
       granted.push(w);
       out.add(w.id);
       if (exclusive(w.kind)) return out;
@@ -160,8 +177,10 @@ export function grantable(s: Pick<FileState, 'holders' | 'queue'>): Set<string> 
       passed.push(w);
       // Nobody behind a blocked exclusive waiter gets in: not in fair order, not a reader.
       if (exclusive(w.kind) && (granted.length > 0 || w.fair)) return out;
-      // A full semaphore blocks every later permit, and every other kind beside it.
-      if (w.kind === 'semaphore' && granted.length > 0 && granted.every((h) => h.kind === 'semaphore')) return out;
+      // A full semaphore blocks every later permit, and every other kind beside it; a fair
+      // waiter for several permits blocks everyone behind it until they are free together.
+      const full = w.kind === 'semaphore' && granted.length > 0 && granted.every((h) => h.kind === 'semaphore');
+      if (full && (w.fair || (w.weight ?? 1) === 1)) return out;
     }
   }
   return out;
@@ -185,7 +204,19 @@ export function stretch(h: FileHolder, expiresAt: number): void {
 export function newHolder(req: Ask, token: bigint, now: number): FileHolder {
   const expiresAt = now + req.ttlMs;
   const { ownerId, kind, lockDelayMs, identity } = req;
-  return { ownerId, kind, token, count: 1, expiresAt, blocksUntil: expiresAt + lockDelayMs, lockDelayMs, identity, acquiredAt: now };
+  const sized = kind === 'semaphore' ? { permits: req.permits, ...((req.weight ?? 1) > 1 ? { weight: req.weight } : {}) } : {};
+  return {
+    ownerId,
+    kind,
+    token,
+    ...sized,
+    count: 1,
+    expiresAt,
+    blocksUntil: expiresAt + lockDelayMs,
+    lockDelayMs,
+    identity,
+    acquiredAt: now,
+  };
 }
 
 /**
@@ -204,5 +235,6 @@ export function reenter(s: FileState, req: Ask, now: number): FileHolder | undef
 /** The queue entry of a waiting acquisition, written by its own process. */
 export function queued(req: Ask, id: string, expiresAt: number, now: number): FileWaiter {
   const { kind, fair, permits, ownerId, identity } = req;
-  return { id, ownerId, kind, fair, permits, expiresAt, pid: process.pid, ns: pidNamespace(), identity, since: now };
+  const weight = (req.weight ?? 1) > 1 ? { weight: req.weight } : {};
+  return { id, ownerId, kind, fair, permits, ...weight, expiresAt, pid: process.pid, ns: pidNamespace(), identity, since: now };
 }

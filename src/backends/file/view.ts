@@ -37,6 +37,7 @@ export function viewOf(s: FileState, c: Clocks): LockState {
     token: h.token,
     expiresInMs: Math.max(0, Math.round(h.expiresAt - c.mono)),
     count: h.count,
+    ...(h.weight === undefined ? {} : { weight: h.weight }),
     leaseEndsAt: toEpoch(c, h.expiresAt),
     ...(h.identity === undefined ? {} : { identity: h.identity }),
     ...(h.acquiredAt === undefined ? {} : { acquiredAt: toEpoch(c, h.acquiredAt) }),

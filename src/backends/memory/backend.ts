@@ -4,10 +4,12 @@
  */
 import { performance } from 'node:perf_hooks';
 import {
+  checkPermits,
   backendLog,
   EVERY_CAPABILITY,
   logRoundTrips,
   LockLostError,
+  permitsInUse,
   logWake,
   sleep,
   wakeClock,
@@ -78,14 +80,17 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
       if (waiter) this.#store.removeWaiter(e, waiter);
       return { granted: true, grant: this.#grant(req, reentered.token, true) };
     }
+    checkPermits(req.lockId, req, e.holders.find((h) => h.kind === 'semaphore')?.permits);
     const position = waiter ? e.queue.indexOf(waiter) : -1;
     const ahead = position >= 0 ? e.queue.slice(0, position) : e.queue;
-    if (compatible(e.holders, req) && queueAllows(req, ahead, e.holders.length)) {
+    if (compatible(e.holders, req) && queueAllows(req, ahead, permitsInUse(e.holders))) {
       const token = nextToken();
       e.holders.push({
         ownerId: req.ownerId,
         kind: req.kind,
         token,
+        permits: req.permits,
+        weight: req.weight ?? 1,
         count: 1,
         expiresAt: now + req.ttlMs,
         blocksUntil: now + req.ttlMs + req.lockDelayMs,

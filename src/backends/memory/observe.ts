@@ -18,6 +18,7 @@ export function entryState(lockId: string, e: Entry | undefined, now = performan
     token: h.token,
     expiresInMs: Math.max(0, Math.round(h.expiresAt - now)),
     count: h.count,
+    ...(h.weight === 1 ? {} : { weight: h.weight }),
     identity: h.identity,
     acquiredAt: h.acquiredAt,
     leaseEndsAt: Math.round(epoch + (h.expiresAt - now)),

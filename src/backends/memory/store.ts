@@ -4,7 +4,15 @@
  * See docs/backends/memory.md.
  */
 import { performance } from 'node:perf_hooks';
-import { exclusiveKind as exclusive, kindsCompatible as compatible, queueAllows, type KindAsk, type LockKind } from '../kit.js';
+import {
+  exclusiveKind as exclusive,
+  kindsCompatible as compatible,
+  permitsInUse,
+  queueAllows,
+  type KindAsk,
+  type LockKind,
+  type Weighed,
+} from '../kit.js';
 
 /** A waiter that stops re-attempting after being woken is dropped after this long. */
 export const WAITER_GRACE_MS = 1_000;
@@ -14,6 +22,10 @@ export interface Holder {
   readonly ownerId: string;
   readonly kind: LockKind;
   readonly token: bigint;
+  /** Semaphore size this hold was taken under (1 for other kinds). */
+  readonly permits: number;
+  /** Permits this hold takes (1 but for a weighted semaphore hold). */
+  readonly weight: number;
   count: number;
   /** After this the lease is over: extend fails. */
   expiresAt: number;
@@ -32,6 +44,7 @@ export interface Waiter {
   readonly kind: LockKind;
   readonly fair: boolean;
   readonly permits: number;
+  readonly weight: number;
   /** The acquisition's owner: `cancel()` of an attempt whose reply was lost finds it by this. */
   readonly ownerId: string;
   /** The waiter's encoded identity, stored verbatim. */
@@ -123,6 +136,7 @@ export class MemoryStore {
       kind: ask.kind,
       fair: ask.fair,
       permits: ask.permits,
+      weight: ask.weight ?? 1,
       identity: ask.identity,
       since: Date.now(),
       wake: undefined,
@@ -173,10 +187,10 @@ export class MemoryStore {
   }
 
   #wakeGrantable(e: Entry): void {
-    const granted: Pick<Holder, 'kind'>[] = [...e.holders];
+    const granted: Weighed[] = [...e.holders];
     const passed: Waiter[] = [];
     for (const w of e.queue) {
-      if (compatible(granted, w) && queueAllows(w, passed, granted.length)) {
+      if (compatible(granted, w) && queueAllows(w, passed, permitsInUse(granted))) {
         granted.push(w);
         if (w.wake) {
           this.wakeups += 1;
@@ -187,8 +201,10 @@ export class MemoryStore {
         passed.push(w);
         // Nobody behind a blocked exclusive waiter gets in: not in fair order, not a reader.
         if (exclusive(w.kind) && (granted.length > 0 || w.fair)) return;
-        // A full semaphore blocks every later permit, and every other kind beside it.
-        if (w.kind === 'semaphore' && granted.length > 0 && granted.every((h) => h.kind === 'semaphore')) return;
+        // A full semaphore blocks every later permit, and every other kind beside it; a fair
+        // waiter for several permits blocks everyone behind it until they are free together.
+        const full = w.kind === 'semaphore' && granted.length > 0 && granted.every((h) => h.kind === 'semaphore');
+        if (full && (w.fair || w.weight === 1)) return;
       }
     }
   }

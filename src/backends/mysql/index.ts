@@ -126,8 +126,8 @@ async function open(pool: mysql.Pool, ownsPool: boolean, o: MysqlOptions): Promi
   try {
     await pool.query(`SELECT 1 FROM ${tables.locks} WHERE 1 = 0`);
     // Tables of an older version fail every acquisition (it writes the identity): say so now.
-    await pool.query(`SELECT identity, acquired_us FROM ${tables.holders} WHERE 1 = 0`);
-    await pool.query(`SELECT identity, since_us, fair FROM ${tables.queue} WHERE 1 = 0`);
+    await pool.query(`SELECT identity, acquired_us, permits, weight FROM ${tables.holders} WHERE 1 = 0`);
+    await pool.query(`SELECT identity, since_us, fair, weight FROM ${tables.queue} WHERE 1 = 0`);
   } catch (err) {
     if ((err as { code?: unknown }).code === 'ER_NO_SUCH_TABLE') throw missingTable('mysql', tables.locks, err);
     if ((err as { code?: unknown }).code === 'ER_BAD_FIELD_ERROR') throw missingColumns('mysql', tables.holders, err);

@@ -20,6 +20,8 @@ export function mysqlDdl(prefix = 'locksmith'): string[] {
   owner_id VARBINARY(1024) NOT NULL,
   kind VARCHAR(16) NOT NULL,
   count INT NOT NULL,
+  permits INT NOT NULL DEFAULT 0,
+  weight INT NOT NULL DEFAULT 1,
   expires_us BIGINT NOT NULL,
   lock_delay_ms INT NOT NULL,
   identity VARBINARY(1024) NOT NULL DEFAULT '',
@@ -32,6 +34,7 @@ export function mysqlDdl(prefix = 'locksmith'): string[] {
   owner_id VARBINARY(1024) NOT NULL,
   kind VARCHAR(16) NOT NULL,
   permits INT NOT NULL,
+  weight INT NOT NULL DEFAULT 1,
   expires_us BIGINT NOT NULL,
   identity VARBINARY(1024) NOT NULL DEFAULT '',
   since_us BIGINT NOT NULL DEFAULT 0,
@@ -51,11 +54,14 @@ const ADDED: Readonly<Record<'holders' | 'queue', readonly (readonly [string, st
   holders: [
     ['identity', "VARBINARY(1024) NOT NULL DEFAULT ''"],
     ['acquired_us', 'BIGINT NOT NULL DEFAULT 0'],
+    ['permits', 'INT NOT NULL DEFAULT 0'],
+    ['weight', 'INT NOT NULL DEFAULT 1'],
   ],
   queue: [
     ['identity', "VARBINARY(1024) NOT NULL DEFAULT ''"],
     ['since_us', 'BIGINT NOT NULL DEFAULT 0'],
     ['fair', 'TINYINT NOT NULL DEFAULT 0'],
+    ['weight', 'INT NOT NULL DEFAULT 1'],
   ],
 };
 

@@ -10,9 +10,9 @@ import { missingColumns, missingTable, SqlBackend } from '../sql/backend.js';
 import { tablesOf } from '../sql/statements.js';
 import { sqlUrlParts } from '../sql/url.js';
 import { PgEngine } from './engine.js';
-import { migratePostgres } from './schema.js';
+import { migratePostgres, type PgPoolLike, type PgQueryable } from './schema.js';
 
-export { postgresDdl } from './schema.js';
+export { postgresDdl, type PgPoolLike, type PgQueryable } from './schema.js';
 export { SqlBackend } from '../sql/backend.js';
 
 /** Options of {@link createPostgresBackend} (the URL parameters of the same names). */
@@ -49,14 +49,14 @@ const PARAMETERS = ['table', 'migrate', 'pollMs', 'sweepMs', 'listen', 'watch', 
  * The pool settings and backend options of a `postgres://` URL (throws `InvalidArgumentError`).
  * @internal
  */
-export function parsePostgresUrl(url: URL, options: ConnectOptions = {}): { config: pg.PoolConfig; options: PostgresOptions } {
+export function parsePostgresUrl(url: URL, options: ConnectOptions = {}): { config: PgPoolConfig; options: PostgresOptions } {
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
     throw new InvalidArgumentError('url', `not a postgres URL: ${redact(url)}`);
   }
   const q = new UrlParams(url, PARAMETERS);
   const parts = sqlUrlParts(url, 'postgres');
   const poolSize = q.int('poolSize', 10, { min: 1, max: 1000 });
-  const config: pg.PoolConfig = {
+  const config: PgPoolConfig = {
     host: decodeURIComponent(url.hostname.replace(/^\[|\]$/g, '')) || 'localhost',
     port: url.port === '' ? 5432 : Number(url.port),
     ...parts,
@@ -98,7 +98,7 @@ export async function createBackend(url: URL, options: ConnectOptions = {}): Pro
  * A backend over a URL string or the user's own `pg.Pool` (which it never ends). The pool
  * keeps one connection checked out for LISTEN unless `listen: false`.
  */
-export async function createPostgresBackend(target: string | pg.Pool, options: PostgresOptions = {}): Promise<SqlBackend> {
+export async function createPostgresBackend(target: string | PgPoolLike, options: PostgresOptions = {}): Promise<SqlBackend> {
   if (typeof target === 'string') {
     const parsed = parsePostgresUrl(new URL(target));
     const pool = new pg.Pool(parsed.config);
@@ -108,7 +108,8 @@ export async function createPostgresBackend(target: string | pg.Pool, options: P
       throw err;
     });
   }
-  return open(target, false, options);
+  // Any pg.Pool fits PgPoolLike; the engine uses the rest of the pool's API.
+  return open(target as pg.Pool, false, options);
 }
 
 /** Create the lock tables (idempotent) through a pool, a client or a URL. */
@@ -123,8 +124,20 @@ export async function migrate(target: string | PgQueryTarget, options: { table?:
   }
 }
 
-/** A `pg.Pool` or a connected `pg.Client`. */
-export type PgQueryTarget = pg.Pool | pg.Client;
+/** A `pg.Pool` or a connected `pg.Client` (structural: no `@types/pg` needed). */
+export type PgQueryTarget = PgQueryable;
+
+/** The pool settings locksmith derives from a URL (the fields of `pg.PoolConfig` it sets). */
+interface PgPoolConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly user?: string;
+  readonly password?: string;
+  readonly database?: string;
+  readonly max: number;
+  readonly connectionTimeoutMillis: number;
+  readonly application_name: string;
+}
 
 async function open(pool: pg.Pool, ownsPool: boolean, o: PostgresOptions): Promise<SqlBackend> {
   const prefix = o.table ?? 'locksmith';
@@ -133,8 +146,8 @@ async function open(pool: pg.Pool, ownsPool: boolean, o: PostgresOptions): Promi
   try {
     await pool.query(`SELECT 1 FROM ${tables.locks} WHERE false`);
     // Tables of an older version fail every acquisition (it writes the identity): say so now.
-    await pool.query(`SELECT identity, acquired_us FROM ${tables.holders} WHERE false`);
-    await pool.query(`SELECT identity, since_us, fair FROM ${tables.queue} WHERE false`);
+    await pool.query(`SELECT identity, acquired_us, permits, weight FROM ${tables.holders} WHERE false`);
+    await pool.query(`SELECT identity, since_us, fair, weight FROM ${tables.queue} WHERE false`);
   } catch (err) {
     if ((err as { code?: unknown }).code === '42P01') throw missingTable('postgres', tables.locks, err);
     if ((err as { code?: unknown }).code === '42703') throw missingColumns('postgres', tables.holders, err);

@@ -2,7 +2,6 @@
  * The PostgreSQL lock tables (docs/backends/postgres.md, "Tables"): created by `migrate()`,
  * never by a lock operation.
  */
-import type pg from 'pg';
 import { tablesOf } from '../sql/statements.js';
 
 /** The DDL of the lock tables with prefix `prefix` (default `locksmith`). */
@@ -19,6 +18,8 @@ CREATE TABLE IF NOT EXISTS ${t.holders} (
   owner_id text NOT NULL,
   kind text NOT NULL,
   count integer NOT NULL,
+  permits integer NOT NULL DEFAULT 0,
+  weight integer NOT NULL DEFAULT 1,
   expires_us bigint NOT NULL,
   lock_delay_ms integer NOT NULL,
   identity text NOT NULL DEFAULT '',
@@ -31,6 +32,7 @@ CREATE TABLE IF NOT EXISTS ${t.queue} (
   owner_id text NOT NULL,
   kind text NOT NULL,
   permits integer NOT NULL,
+  weight integer NOT NULL DEFAULT 1,
   expires_us bigint NOT NULL,
   identity text NOT NULL DEFAULT '',
   since_us bigint NOT NULL DEFAULT 0,
@@ -45,11 +47,14 @@ const ADDED: Readonly<Record<'holders' | 'queue', readonly (readonly [string, st
   holders: [
     ['identity', "text NOT NULL DEFAULT ''"],
     ['acquired_us', 'bigint NOT NULL DEFAULT 0'],
+    ['permits', 'integer NOT NULL DEFAULT 0'],
+    ['weight', 'integer NOT NULL DEFAULT 1'],
   ],
   queue: [
     ['identity', "text NOT NULL DEFAULT ''"],
     ['since_us', 'bigint NOT NULL DEFAULT 0'],
     ['fair', 'smallint NOT NULL DEFAULT 0'],
+    ['weight', 'integer NOT NULL DEFAULT 1'],
   ],
 };
 
@@ -72,8 +77,23 @@ export function postgresUpgradeDdl(prefix = 'locksmith'): string {
   return `DO $$ BEGIN\n${blocks.join('\n')}\nEND $$;`;
 }
 
-/** Something that runs a plain statement: a `pg.Pool` or a `pg.Client`. */
-export type PgQueryable = Pick<pg.Pool, 'query'> | Pick<pg.Client, 'query'>;
+/**
+ * Something that runs a plain statement: a `pg.Pool` or a connected `pg.Client`. Declared
+ * here, not taken from the driver's types, so that this module's declarations compile
+ * without `@types/pg` (docs/backends/postgres.md, "Tables").
+ */
+export interface PgQueryable {
+  query(text: string): Promise<unknown>;
+}
+
+/**
+ * A `pg.Pool` as locksmith's public signatures name it: structural (any pool of the `pg`
+ * driver fits), so that they compile without `@types/pg`.
+ */
+export interface PgPoolLike extends PgQueryable {
+  connect(): Promise<unknown>;
+  end(): Promise<void>;
+}
 
 /**
  * Create the lock tables if missing. Concurrent migrations are serialized by a

@@ -10,6 +10,7 @@ import {
   BackendUnavailableError,
   EVERY_CAPABILITY,
   LockLostError,
+  PermitsMismatchError,
   lossGuardMs,
   raceAbort,
   backendLog,
@@ -199,6 +200,10 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       throw err;
     }
     const [code, a, b, last] = Array.isArray(reply) ? (reply as unknown[]) : [reply];
+    if (code === 3) {
+      this.#inbox.forget(waiterId);
+      throw new PermitsMismatchError(req.lockId, req.permits, Number(a));
+    }
     if (code === 1 || code === 2) {
       this.#inbox.forget(waiterId);
       const grant: Grant<RedisGrantData> = {
@@ -253,6 +258,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       secret,
       stamp,
       whoRecord(req.lockId, req.identity),
+      req.weight ?? 1,
     ]);
   }
 

@@ -16,7 +16,9 @@ const LETTER_KIND: Readonly<Record<string, LockKind>> = { m: 'mutex', r: 'read',
 /** A hold record: `kind|count|token|expiresAt|lockDelay|mark[|acquiredAt|who]` (scripts.ts). */
 const HOLD = /^([a-z])\|(\d+)\|(\d+)\|(\d+)\|\d+\|[^|]*(?:\|(\d+)\|([\s\S]*))?$/;
 /** A queue entry: `<kind letter><fair>|ttl|lockDelay|secret|ownerId`. */
-const ENTRY = /^([a-z])([01])\|\d+\|\d+\|[^|]*\|([\s\S]*)$/;
+const ENTRY = /^([a-z])([01])\d*\|\d+\|\d+\|[^|]*\|([\s\S]*)$/;
+/** The end of a semaphore hold's field: `\0<permits>\0<weight>` (absent in older holds). */
+const SIZED = /\0(\d+)\0(\d+)$/;
 
 /** An INSPECT reply read: the state, whether the hold hash exists, and the lockId the records carry. */
 export interface Inspected {
@@ -41,12 +43,14 @@ export function readInspect(lockId: string, reply: unknown): Inspected {
     const who = m[6] === undefined ? undefined : readWho(m[6]);
     storedId ??= who?.lockId;
     const nul = field.indexOf('\0');
+    const weight = Number(SIZED.exec(field)?.[2] ?? '1');
     holders.push({
       ownerId: nul >= 0 ? field.slice(0, nul) : field,
       kind: LETTER_KIND[m[1] ?? 'm'] ?? 'mutex',
       token: BigInt(m[3] ?? '0'),
       expiresInMs: Math.max(0, leaseEndsAt - now),
       count: Number(m[2]),
+      ...(weight > 1 ? { weight } : {}),
       leaseEndsAt,
       ...(m[5] === undefined ? {} : { acquiredAt: Number(m[5]) }),
       ...(who ? { identity: who.identity } : {}),

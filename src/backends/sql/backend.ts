@@ -62,7 +62,7 @@ const LOST_CONNECTION_TRIES = 5;
 
 /** What every SQL backend can do. */
 export function sqlCapabilities(notify: boolean): Capabilities {
-  return Object.freeze({ fair: true, shared: true, permits: true, notify, lockDelay: true, reentrant: true });
+  return Object.freeze({ fair: true, shared: true, permits: true, notify, lockDelay: true, reentrant: true, weightedPermits: true });
 }
 
 /** The shared SQL backend; an engine module supplies the driver half ({@link SqlEngine}). */
@@ -203,6 +203,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
           ownerId: req.ownerId,
           kind: req.kind,
           permits: req.permits,
+          weight: req.weight ?? 1,
           expiresUs,
           identity: req.identity,
           sinceUs: row.nowUs,
@@ -449,14 +450,15 @@ interface Step<T> {
 
 function holderOf(req: AcquireRequest<SqlTicket>, token: bigint, nowUs: number, expiresUs: number): HolderRow {
   const { ownerId, kind, lockDelayMs, identity } = req;
-  return { token, ownerId, kind, count: 1, expiresUs, lockDelayMs, identity, acquiredUs: nowUs };
+  const permits = kind === 'semaphore' ? req.permits : 0;
+  return { token, ownerId, kind, count: 1, permits, weight: req.weight ?? 1, expiresUs, lockDelayMs, identity, acquiredUs: nowUs };
 }
 
-/** The typed error for lock tables of an older version (without the identity columns), never migrated. */
+/** The typed error for lock tables of an older version (without columns this version added), never migrated. */
 export function missingColumns(engine: string, table: string, cause: unknown): BackendUnavailableError {
   return new BackendUnavailableError(
     engine,
-    `${engine}: the lock tables ('${table}', …) lack the identity columns of this version: run migrate() from ` +
+    `${engine}: the lock tables ('${table}', …) lack columns of this version (identities, semaphore sizes): run migrate() from ` +
       `'locksmith-dlm/${engine}' or add ?migrate=true to the URL (it adds them in place), see docs/backends/${engine}.md`,
     { cause, context: { table, causeCode: 'MISSING_COLUMN' } },
   );

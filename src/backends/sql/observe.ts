@@ -22,6 +22,7 @@ export function lockStateOf(lockId: string, nowUs: number, raw: RawState, lastTo
       kind: h.kind,
       token: h.token,
       count: h.count,
+      ...(h.weight > 1 ? { weight: h.weight } : {}),
       expiresInMs: Math.round((h.expiresUs - nowUs) / US),
       leaseEndsAt: Math.floor(h.expiresUs / US),
       ...(h.identity === '' ? {} : { identity: h.identity }),

@@ -4,7 +4,7 @@
  * compatibility and queue rules are the memory backend's (docs/backends/memory.md), so every
  * engine grants the same way.
  */
-import { kindsCompatible, queueAllows, type AcquireRequest } from '../kit.js';
+import { checkPermits, kindsCompatible, permitsInUse, queueAllows, type AcquireRequest } from '../kit.js';
 import type { HolderRow, WaiterRow } from './types.js';
 
 /** µs per ms. */
@@ -59,7 +59,10 @@ export function decide(v: LockView, req: AcquireRequest<unknown>, seq: bigint | 
   const at = seq === undefined ? -1 : v.queue.findIndex((w) => w.seq === seq);
   const mine = at >= 0 ? v.queue[at] : undefined;
   const ahead = at >= 0 ? v.queue.slice(0, at) : v.queue;
-  if (kindsCompatible(v.holders, req) && queueAllows(req, ahead, v.holders.length)) return { type: 'grant' };
+  // Rows an older version wrote carry no size (0): nothing to compare them with.
+  const sized = v.holders.find((h) => h.kind === 'semaphore' && h.permits > 0);
+  checkPermits(req.lockId, req, sized?.permits);
+  if (kindsCompatible(v.holders, req) && queueAllows(req, ahead, permitsInUse(v.holders))) return { type: 'grant' };
   return { type: 'contended', mine };
 }
 

@@ -72,9 +72,9 @@ export class Statements {
   #stateSql(where: string, observe: boolean): string {
     const h = observe ? ', lock_id, identity, acquired_us AS at, 0 AS f' : '';
     const q = observe ? ', lock_id, identity, since_us AS at, fair AS f' : '';
-    return `SELECT 'h' AS t, token AS n, owner_id, kind, count AS c, expires_us, lock_delay_ms AS d${h} FROM ${this.#t.holders} WHERE ${where}
+    return `SELECT 'h' AS t, token AS n, owner_id, kind, count AS c, permits AS p, weight AS w, expires_us, lock_delay_ms AS d${h} FROM ${this.#t.holders} WHERE ${where}
        UNION ALL
-       SELECT 'q' AS t, seq AS n, owner_id, kind, permits AS c, expires_us, 0 AS d${q} FROM ${this.#t.queue} WHERE ${where}`;
+       SELECT 'q' AS t, seq AS n, owner_id, kind, 0 AS c, permits AS p, weight AS w, expires_us, 0 AS d${q} FROM ${this.#t.queue} WHERE ${where}`;
   }
 
   /** The last token of many ids (no lock taken), for a listing. */
@@ -155,9 +155,21 @@ export class Statements {
 
   insertHolder(lockId: string, h: HolderRow): Stmt {
     return {
-      sql: `INSERT INTO ${this.#t.holders} (lock_id, token, owner_id, kind, count, expires_us, lock_delay_ms, identity, acquired_us)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      params: [lockId, h.token.toString(), h.ownerId, h.kind, h.count, h.expiresUs, h.lockDelayMs, h.identity, h.acquiredUs],
+      sql: `INSERT INTO ${this.#t.holders} (lock_id, token, owner_id, kind, count, permits, weight, expires_us, lock_delay_ms, identity, acquired_us)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      params: [
+        lockId,
+        h.token.toString(),
+        h.ownerId,
+        h.kind,
+        h.count,
+        h.permits,
+        h.weight,
+        h.expiresUs,
+        h.lockDelayMs,
+        h.identity,
+        h.acquiredUs,
+      ],
     };
   }
 
@@ -195,9 +207,9 @@ export class Statements {
 
   insertWaiter(lockId: string, w: WaiterRow): Stmt {
     return {
-      sql: `INSERT INTO ${this.#t.queue} (lock_id, seq, owner_id, kind, permits, expires_us, identity, since_us, fair)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      params: [lockId, w.seq.toString(), w.ownerId, w.kind, w.permits, w.expiresUs, w.identity, w.sinceUs, w.fair ? 1 : 0],
+      sql: `INSERT INTO ${this.#t.queue} (lock_id, seq, owner_id, kind, permits, weight, expires_us, identity, since_us, fair)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      params: [lockId, w.seq.toString(), w.ownerId, w.kind, w.permits, w.weight, w.expiresUs, w.identity, w.sinceUs, w.fair ? 1 : 0],
     };
   }
 
@@ -286,9 +298,10 @@ export function parseStates(r: SqlResult | undefined, byId = true): Map<string, 
       at: row['at'] === undefined || row['at'] === null ? 0 : micros(row['at']),
     };
     const { at, ...rest } = common;
+    const sized = { permits: Number(row['p']), weight: Number(row['w']) };
     if (text(row['t']) === 'h') {
-      s.holders.push({ ...rest, acquiredUs: at, token: big(row['n']), count: Number(row['c']), lockDelayMs: Number(row['d']) });
-    } else s.queue.push({ ...rest, sinceUs: at, fair: Number(row['f'] ?? 0) !== 0, seq: big(row['n']), permits: Number(row['c']) });
+      s.holders.push({ ...rest, ...sized, acquiredUs: at, token: big(row['n']), count: Number(row['c']), lockDelayMs: Number(row['d']) });
+    } else s.queue.push({ ...rest, ...sized, sinceUs: at, fair: Number(row['f'] ?? 0) !== 0, seq: big(row['n']) });
   }
   return out;
 }

@@ -99,6 +99,10 @@ export interface HolderRow {
   readonly ownerId: string;
   readonly kind: LockKind;
   readonly count: number;
+  /** Semaphore holds: the semaphore's size (0 for other kinds and rows an older version wrote). */
+  readonly permits: number;
+  /** The permits the hold takes (1 but for a weighted semaphore hold). */
+  readonly weight: number;
   readonly expiresUs: number;
   readonly lockDelayMs: number;
   /** The holder's identity as the locker encoded it ('' when an older version wrote the row). */
@@ -113,6 +117,8 @@ export interface WaiterRow {
   readonly ownerId: string;
   readonly kind: LockKind;
   readonly permits: number;
+  /** The permits it asks for (1 but for a weighted semaphore acquisition). */
+  readonly weight: number;
   readonly expiresUs: number;
   /** The waiter's identity as the locker encoded it ('' when an older version wrote the row). */
   readonly identity: string;

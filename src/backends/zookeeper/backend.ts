@@ -78,6 +78,7 @@ export const ZOOKEEPER_CAPABILITIES: Capabilities = Object.freeze({
   notify: true,
   lockDelay: false,
   reentrant: false,
+  weightedPermits: true,
 });
 
 /** ZooKeeper through `node-zookeeper-client` (see driver.ts for why that client). */
@@ -215,6 +216,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
       queueNode: undefined,
       gateNode: undefined,
       leaseNode: undefined,
+      extraLeases: [],
       token: undefined,
       watch: undefined,
       armed: undefined,
@@ -300,6 +302,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     const held = this.#held.add(grant, req.onLost, grant.ttlMs);
     // The ticket no longer owns the nodes: a late cancel must not delete a held lock.
     t.queueNode = t.gateNode = t.leaseNode = undefined;
+    t.extraLeases = [];
     t.token = undefined;
     t.watch = undefined;
     return held;
@@ -308,12 +311,13 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   /** RecipeHost.drop: delete the ticket's nodes (or only its gate node); `sweep` also finds lost creates. */
   async #drop(t: ZkTicket, only?: 'gate', sweep = false): Promise<void> {
     const s = t.session;
-    const nodes = only === 'gate' ? [t.gateNode] : [t.leaseNode, t.gateNode, t.queueNode];
+    const nodes = only === 'gate' ? [t.gateNode] : [...t.extraLeases, t.leaseNode, t.gateNode, t.queueNode];
     t.gateNode = undefined;
     t.token = undefined;
     t.prefetch = undefined;
     if (!only) {
       t.leaseNode = t.queueNode = undefined;
+      t.extraLeases = [];
       t.watch = undefined;
       if (t.armed && !t.armed.fired) {
         t.armed.fired = true;

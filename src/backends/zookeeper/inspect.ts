@@ -58,8 +58,7 @@ export async function readLock(host: RecipeHost, s: ZkSession, lockId: string, p
   const waitingLease = uuids(gate.filter((n) => n.lockName === LOCK_NAME));
   const leases = (leaseList?.children ?? []).filter((n) => !waitingLease.has(uuidOf(n) ?? n));
   const group = leases.length > 0 ? [] : holdingGroup(queue, READ_NAME);
-  const holdNodes: string[][] =
-    leases.length > 0 ? leases.map((n) => [`${paths.leases}/${n}`]) : group.map((n) => gatedNodes(paths, n, gate));
+  const holdNodes: string[][] = leases.length > 0 ? leaseHolds(paths, leases) : group.map((n) => gatedNodes(paths, n, gate));
   const queued = uuids(queue);
   // Semaphores waiting at the gate wait too (a queue hold's gate node is not counted twice).
   const waiting = [
@@ -80,7 +79,8 @@ export async function readLock(host: RecipeHost, s: ZkSession, lockId: string, p
   const kept: string[][] = [];
   for (const [i, [node, gateNode]] of held.entries()) {
     const n = group[i];
-    const h = node ? holderOf(node, n ? kindOf(n) : 'semaphore', gateNode ?? null) : undefined;
+    const weight = leases.length > 0 ? (holdNodes[i]?.length ?? 1) : 1;
+    const h = node ? holderOf(node, n ? kindOf(n) : 'semaphore', leases.length > 0 ? null : (gateNode ?? null), weight) : undefined;
     if (h) holders.push(h);
     if (h && holdNodes[i]) kept.push(holdNodes[i]);
   }
@@ -90,6 +90,18 @@ export async function readLock(host: RecipeHost, s: ZkSession, lockId: string, p
   return { state, holdNodes: kept };
 }
 
+/** The semaphore's holds: the lease nodes of one acquisition (one protected uuid) are one hold of as many permits. */
+function leaseHolds(paths: LockPaths, leases: readonly string[]): string[][] {
+  const byUuid = new Map<string, string[]>();
+  for (const n of leases) {
+    const key = uuidOf(n) ?? n;
+    const nodes = byUuid.get(key) ?? [];
+    nodes.push(`${paths.leases}/${n}`);
+    byUuid.set(key, nodes);
+  }
+  return [...byUuid.values()];
+}
+
 /** A queue hold's nodes: its queue node, then its gate node when it took one. */
 function gatedNodes(paths: LockPaths, n: QueueNode, gate: readonly QueueNode[]): string[] {
   const g = gate.find((x) => uuidOf(x.name) === uuidOf(n.name));
@@ -97,13 +109,14 @@ function gatedNodes(paths: LockPaths, n: QueueNode, gate: readonly QueueNode[]):
 }
 
 /** A hold from its node; the token of a gated hold is its gate node's czxid, of a lease the one it carries. */
-function holderOf(node: NonNullable<Node>, kind: LockKind, gateNode: Node): HolderState {
+function holderOf(node: NonNullable<Node>, kind: LockKind, gateNode: Node, weight: number): HolderState {
   const { ownerId, token, identity } = parseLeaseData(node.data);
   return {
     ownerId,
     kind,
     token: kind === 'semaphore' ? (token ?? node.stat.czxid) : (gateNode?.stat.czxid ?? node.stat.czxid),
     count: 1,
+    ...(weight > 1 ? { weight } : {}),
     ...(identity !== undefined ? { identity } : {}),
     acquiredAt: node.stat.ctime,
   };

@@ -222,20 +222,24 @@ function splitOwner(text: string): NodeData {
 
 /**
  * A semaphore lease's data: the holder, its token (the czxid of its gate node, which is
- * gone once the permit is held), so that `inspect` reports the token the holder has, and
- * its identity after the owner as in {@link nodeData}.
+ * gone once the permit is held), so that `inspect` reports the token the holder has, the
+ * semaphore's size after it (so that another size is refused), and its identity after the
+ * owner as in {@link nodeData}.
  */
-export function leaseData(ownerId: string, token: bigint, identity = ''): Buffer {
-  return Buffer.concat([Buffer.from(`${LEASE_MAGIC}${token}\n`, 'utf8'), nodeData(ownerId, identity)]);
+export function leaseData(ownerId: string, token: bigint, identity = '', permits?: number): Buffer {
+  const size = permits === undefined ? '' : ` ${permits}`;
+  return Buffer.concat([Buffer.from(`${LEASE_MAGIC}${token}${size}\n`, 'utf8'), nodeData(ownerId, identity)]);
 }
 
 /** Owner, token and identity of a lease's (or any lock node's) data; undefined token for a node locksmith's semaphore did not write. */
-export function parseLeaseData(data: Buffer | null): NodeData & { token: bigint | undefined } {
+export function parseLeaseData(data: Buffer | null): NodeData & { token: bigint | undefined; permits?: number } {
   const text = data ? data.toString('utf8') : '';
   if (!text.startsWith(LEASE_MAGIC)) return { ...splitOwner(text), token: undefined };
   const rest = text.slice(LEASE_MAGIC.length);
   const nl = rest.indexOf('\n');
-  const digits = nl < 0 ? '' : rest.slice(0, nl);
-  if (!/^\d+$/.test(digits)) return { ...splitOwner(text), token: undefined };
-  return { ...splitOwner(rest.slice(nl + 1)), token: BigInt(digits) };
+  // `<token>` or `<token> <permits>` (leases of older versions carry no size).
+  const m = /^(\d+)(?: (\d+))?$/.exec(nl < 0 ? '' : rest.slice(0, nl));
+  if (!m?.[1]) return { ...splitOwner(text), token: undefined };
+  const size = m[2] === undefined ? {} : { permits: Number(m[2]) };
+  return { ...splitOwner(rest.slice(nl + 1)), token: BigInt(m[1]), ...size };
 }

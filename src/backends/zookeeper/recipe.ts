@@ -47,6 +47,8 @@ export interface ZkTicket {
   sawGate: boolean;
   /** Semaphore: our lease. */
   leaseNode: string | undefined;
+  /** Semaphore: the further leases of a hold of several permits (one lease node per permit). */
+  extraLeases: string[];
   /** Semaphore: our token (the czxid of our gate node), once read. */
   token: bigint | undefined;
   /** What the next wait watches. */

@@ -9,9 +9,21 @@
  * The token is the czxid of our gate node, read before the lease is created and written
  * into the lease (the gate node is gone once the permit is held).
  */
-import { unavailable, type AcquireRequest, type AcquireResult } from '../kit.js';
+import { PermitsMismatchError, unavailable, type AcquireRequest, type AcquireResult } from '../kit.js';
+import { MODE } from './driver.js';
 import { CREATE_ATTEMPTS } from './nodes.js';
-import { GATE_NAMES, LOCK_NAME, QUEUE_NAMES, leaseData, LEASE_NAME, nodeData, predicate, sortedQueue } from './layout.js';
+import {
+  GATE_NAMES,
+  LOCK_NAME,
+  QUEUE_NAMES,
+  leaseData,
+  protectedPrefix,
+  LEASE_NAME,
+  nodeData,
+  parseLeaseData,
+  predicate,
+  sortedQueue,
+} from './layout.js';
 import { AGAIN, contended, createAndList, listAll, nameOf, type RecipeHost, type Step, type ZkGrantData, type ZkTicket } from './recipe.js';
 
 /** One attempt at a semaphore permit. */
@@ -30,7 +42,7 @@ export async function attemptSemaphore(
     if ('again' in lease) continue;
     if ('wait' in lease) return contended(host, req, t, lease.wait);
     const gateNode = t.gateNode;
-    return host.grant(req, t, [lease.go], t.token, gateNode);
+    return host.grant(req, t, [lease.go, ...t.extraLeases], t.token, gateNode);
   }
   throw unavailable('zookeeper', 'acquire', new Error(`our semaphore node under ${t.paths.base} kept vanishing`));
 }
@@ -102,18 +114,57 @@ async function leaseStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: Zk
   if (t.leaseNode) {
     children = (await listAll(host, t.session, [leases]))[0]?.children ?? [];
   } else {
-    const made = await createAndList(host, t, leases, LEASE_NAME, leaseData(req.ownerId, tokenOf(t), req.identity), [], req.signal);
+    const data = leaseData(req.ownerId, tokenOf(t), req.identity, req.permits);
+    const made = await createAndList(host, t, leases, LEASE_NAME, data, [], req.signal);
     t.leaseNode = made.path;
     children = made.listings[0]?.children ?? [];
+    await checkSize(host, req, t, children);
+    if ((req.weight ?? 1) > 1) children = await addLeases(host, req, t, data);
   }
   if (!children.includes(nameOf(t.leaseNode))) {
     t.leaseNode = undefined;
     return AGAIN;
   }
-  // Curator counts every child of the leases folder (ours included); so do we.
+  if (!t.extraLeases.every((p) => children.includes(nameOf(p)))) {
+    // A further lease of ours is gone (an operator): start over, from the gate.
+    await host.drop(t);
+    return AGAIN;
+  }
+  // Curator counts every child of the leases folder (ours included, one per permit); so do we.
   if (children.length <= req.permits) return { go: t.leaseNode };
   const permits = req.permits;
   return { wait: { type: 'children', path: leases, ready: (c) => c.length <= permits } };
+}
+
+/**
+ * Holding the gate (nobody else adds a lease meanwhile): a lease of another size refuses
+ * ours with `PermitsMismatchError`, after our nodes are deleted. One lease is read: every
+ * lease of a locksmith semaphore was checked the same way (Curator's carry no size).
+ */
+async function checkSize(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: ZkTicket, children: readonly string[]): Promise<void> {
+  const mine = t.leaseNode === undefined ? undefined : nameOf(t.leaseNode);
+  const other = children.find((c) => c !== mine);
+  if (other === undefined) return;
+  const node = await host.op(t.session, 'getData', t.session.get(`${t.paths.leases}/${other}`));
+  const held = node ? parseLeaseData(node.data).permits : undefined;
+  if (held === undefined || held === req.permits) return;
+  await host.drop(t);
+  throw new PermitsMismatchError(req.lockId, req.permits, held);
+}
+
+/**
+ * A hold of n permits is n lease nodes, as Curator's `acquire(qty)` makes them while it holds
+ * the gate: the other n − 1, with the same protected uuid (a cancel's sweep finds them).
+ * Returns the leases folder's children after them.
+ */
+async function addLeases(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: ZkTicket, data: Buffer): Promise<readonly string[]> {
+  const s = t.session;
+  const path = `${t.paths.leases}/${protectedPrefix(t.uuid)}${LEASE_NAME}`;
+  for (let i = 1; i < (req.weight ?? 1); i++) {
+    req.signal.throwIfAborted();
+    t.extraLeases.push(await host.op(s, 'create', s.create(path, data, MODE.EPHEMERAL_SEQUENTIAL)));
+  }
+  return (await listAll(host, s, [t.paths.leases]))[0]?.children ?? [];
 }
 
 function tokenOf(t: ZkTicket): bigint {

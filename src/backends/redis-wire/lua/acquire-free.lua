@@ -11,7 +11,7 @@ if redis.call('EXISTS', KEYS[1], KEYS[4]) == 0 then
   tok = string.format('%.0f', tok)
   local kind, ttl, delay = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
   local field = ARGV[3]
-  if kind == 's' then field = field .. '\0' .. tok end
+  if kind == 's' then field = field .. '\0' .. tok .. '\0' .. ARGV[2] .. '\0' .. (ARGV[14] or '1') end
   local at = now + ttl + delay
   redis.call('HSET', KEYS[1], field, kind .. '|1|' .. tok .. '|' .. string.format('%.0f', now + ttl) .. '|' .. string.format('%.0f', delay) .. '|' .. ARGV[12] .. '|' .. string.format('%.0f', now) .. '|' .. ARGV[13])
   redis.call('ZADD', KEYS[2], string.format('%.0f', at), field)

@@ -2,6 +2,7 @@
 --@include acquire-free
 --@include prelude
 --@include prelude-handoff
+--@include prelude-permits
 local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local kind, permits, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local ttl, delay = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -9,13 +10,16 @@ local fair, wait, wid = ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
 -- stamp: '' or '~<attempt id>', kept in the hold so that UNDO finds what this attempt did.
 -- who: the client's opaque record of the locker (identity), kept with the hold / queue entry.
 local wttl, inbox, secret, stamp, who = tonumber(ARGV[9]), ARGV[10], ARGV[11], ARGV[12], ARGV[13]
+-- weight: the permits a semaphore hold takes (1 from clients that do not send it).
+local weight = tonumber(ARGV[14] or '1') or 1
 local now, now_us = clock()
+
 
 -- A new hold with the next fencing token (among other holders or waiters).
 local function grant(rank)
   local tok = next_token(t, now_us)
   local field = owner
-  if kind == 's' then field = owner .. '\0' .. tok end
+  if kind == 's' then field = owner .. '\0' .. tok .. '\0' .. fmt(permits) .. '\0' .. fmt(weight) end
   redis.call('HSET', h, field, pack(kind, 1, tok, now + ttl, delay, stamp, '|' .. fmt(now) .. '|' .. who))
   redis.call('ZADD', x, fmt(now + ttl + delay), field)
   redis.call('SET', t, tok)
@@ -58,18 +62,11 @@ if kind ~= 's' then
   end
 end
 
--- Can this kind hold together with the current holders?
-local holders = redis.call('HVALS', h)
-local ok
-if kind == 'm' or kind == 'w' then
-  ok = #holders == 0
-else
-  ok = true
-  for _, v in ipairs(holders) do
-    if string.sub(v, 1, 1) ~= kind then ok = false; break end
-  end
-  if ok and kind == 's' and #holders >= permits then ok = false end
-end
+-- Can this kind hold together with the current holders? (A semaphore counts their weights.)
+local ok, used, size = holders_allow(h, kind)
+-- One id cannot be counted against two sizes: the caller gets PermitsMismatchError.
+if ok and size and size ~= permits then return {3, fmt(size)} end
+if ok and kind == 's' and used + weight > permits then ok = false end
 
 -- Does the queue let it through? (Readers never pass a waiting writer, fair or not.)
 local rank = false
@@ -89,7 +86,8 @@ if ok then
       end
     end
   elseif fair then
-    if kind == 's' then ok = ahead < permits - #holders else ok = ahead == 0 end
+    -- A semaphore: only when the free permits cover every waiter ahead and this one together.
+    if kind == 's' then ok = weight_ahead(q, qw, ahead) + weight <= permits - used else ok = ahead == 0 end
   end
 end
 
@@ -102,6 +100,7 @@ if wait and wid ~= '' then
     changed(inbox, h)
   end
   local f = fair and '1' or '0'
+  if weight > 1 then f = f .. fmt(weight) end
   -- Rewritten by every attempt: a hand-off message carries this attempt's secret only.
   redis.call('HSET', qw, wid, kind .. f .. '|' .. fmt(ttl) .. '|' .. fmt(delay) .. '|' .. secret .. '|' .. owner)
   redis.call('ZADD', qx, fmt(now + wttl), wid)
