@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { BackendUnavailableError, LockLostError, createLocker, type Lock, type Locker } from '../../src/index.js';
 import { ZooKeeperBackend, createZooKeeperBackend } from '../../src/backends/zookeeper/index.js';
 import { ZkSession } from '../../src/backends/zookeeper/session.js';
-import { eventually as eventuallyWithin, faultProxy, lossOf } from '../helpers.js';
+import { eventually as eventuallyWithin, faultProxy, lossOf, type FaultProxy } from '../helpers.js';
 import { startZooKeeper, type RunningZooKeeper } from '../../scripts/servers/zookeeper.js';
 
 const T = { timeout: 180_000 };
@@ -21,6 +21,7 @@ const CHROOT = '/locksmith-tests';
 let server: RunningZooKeeper;
 const open: Locker[] = [];
 const sessions: ZkSession[] = [];
+const proxies: FaultProxy[] = [];
 
 before(async () => {
   server = await startZooKeeper({ nodes: 3 });
@@ -29,6 +30,7 @@ before(async () => {
 after(async () => {
   await Promise.allSettled(open.splice(0).map((l) => l.close()));
   for (const s of sessions.splice(0)) s.close();
+  await Promise.allSettled(proxies.splice(0).map((p) => p.close()));
   await server.stop();
 });
 
@@ -72,6 +74,45 @@ async function expireSession(b: ZooKeeperBackend, connectString = server.connect
     while (s.alive && performance.now() < until) await sleep(50);
   }
   assert.equal(s.alive, false, 'the session was expired');
+}
+
+/**
+ * A client behind a proxy that is cut off cannot take its session back while a second
+ * connection closes it (the race {@link expireSession} has to retry): the kill is certain,
+ * and the client learns of it when the proxy heals and it reconnects.
+ */
+async function expireBehindProxy(b: ZooKeeperBackend, proxy: FaultProxy): Promise<void> {
+  const s = b.session;
+  assert.ok(s, 'the backend has a session');
+  proxy.cut();
+  for (let attempt = 0; attempt < 10; attempt++) {
+    try {
+      const killer = await ZkSession.open({
+        connectString: server.connectString,
+        sessionTimeoutMs: s.sessionTimeoutMs,
+        connectTimeoutMs: 10_000,
+        resume: s.credentials,
+      });
+      killer.close();
+      await sleep(300);
+    } catch {
+      // Refused as expired: the close took.
+      break;
+    }
+  }
+  proxy.heal();
+  const until = performance.now() + 30_000;
+  while (s.alive && performance.now() < until) await sleep(50);
+  assert.equal(s.alive, false, 'the session was expired');
+}
+
+/** A backend whose only way to the ensemble is a {@link FaultProxy} in front of its first server. */
+async function backendBehindProxy(sessionTimeoutMs = 4_000): Promise<{ b: ZooKeeperBackend; proxy: FaultProxy }> {
+  const node = server.nodes[0];
+  assert.ok(node);
+  const proxy = await faultProxy(node.port);
+  proxies.push(proxy);
+  return { b: backend(sessionTimeoutMs, `127.0.0.1:${proxy.port}`), proxy };
 }
 
 /** Poll `check` until true (generous bound: the machine may be loaded). */
@@ -121,7 +162,7 @@ test('killing each of the three servers in turn while a lock is held changes not
 
 test("expiring the holder's session hands the lock to the next waiter and aborts the old holder's signal", T, async () => {
   const lockId = id('expire');
-  const holderBackend = backend();
+  const { b: holderBackend, proxy } = await backendBehindProxy();
   const holder = client(holderBackend, { ttlMs: 30_000 });
   const lock = await holder.lock(lockId);
   const waiter = client();
@@ -129,7 +170,7 @@ test("expiring the holder's session hands the lock to the next waiter and aborts
   const next = waiter.lock(lockId, { timeoutMs: 60_000 });
   await queued;
 
-  await expireSession(holderBackend);
+  await expireBehindProxy(holderBackend, proxy);
 
   const reason = await aborted(lock);
   assert.ok(reason instanceof LockLostError);
@@ -169,12 +210,12 @@ test('a session closed by the ensemble is reported as `session`, even when the n
 test('a waiter whose own session expires stops waiting with a typed error', T, async () => {
   const lockId = id('waiter-expire');
   const held = await client().lock(lockId);
-  const waiterBackend = backend();
+  const { b: waiterBackend, proxy } = await backendBehindProxy();
   const waiter = client(waiterBackend);
   const queued = new Promise<void>((resolve) => waiter.once('waiting', () => resolve()));
   const pending = waiter.lock(lockId, { timeoutMs: 120_000 });
   await queued;
-  await expireSession(waiterBackend);
+  await expireBehindProxy(waiterBackend, proxy);
   await assert.rejects(pending, BackendUnavailableError);
   // Its queue node went with the session: the next release reaches nobody stale.
   await held.release();
