@@ -10,6 +10,7 @@
  */
 import { LockLostError } from '../errors.js';
 import type { AcquireRequest, AsyncLossReason, Grant } from '../backend.js';
+import { backendLog } from '../observe/log.js';
 
 /** One hold, as long as the backend believes it is its own; backends add their own fields. */
 export interface TrackedHold<D> {
@@ -102,6 +103,8 @@ export class HoldTable<D extends object, H extends TrackedHold<D>> {
   }
 
   #tell(held: H, reason: AsyncLossReason, context: Record<string, unknown>): void {
+    const log = backendLog(this.#o.backend);
+    if (log.enabled) log('%s: lost token %s (%s)', held.grant.lockId, held.grant.token, reason);
     try {
       held.onLost(reason, new LockLostError(held.grant.lockId, reason, { context: { backend: this.#o.backend, ...context } }));
     } catch {

@@ -42,6 +42,9 @@ export { hostList, UrlParams, type HostPort, type NumberBounds } from '../util/u
 export { redact, redactText, secretsOf, urlUserInfo } from '../util/redact.js';
 export { HoldTable, type HoldTableOptions, type TrackedHold } from './hold-table.js';
 export type { EngineManifest } from '../util/engine-manifest.js';
+/** Debug logging on `locksmith:backend:<name>`: guard every call with `log.enabled` (docs/observability.md, "Logging"). */
+export { backendLog, ms, type Log } from '../observe/log.js';
+export { failureCode, logRoundTrips, logWake, wakeClock, type WakeCause } from './round-trip.js';
 
 /** Every capability of the seam: what the memory reference backend and Redis have. */
 export const EVERY_CAPABILITY: Capabilities = Object.freeze({

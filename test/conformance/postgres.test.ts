@@ -12,6 +12,7 @@ const server = await useServer(() => startPostgres());
 await conformance({
   name: 'postgres',
   createLocker: (options) => createLocker(`${server.url}?migrate=true`, options),
+  secret: decodeURIComponent(new URL(server.url).password),
   // shortTtlMs stays at the suite's default 500 ms: its loss-timer case has a 5 % margin, which a loaded 2-core machine can eat at 300 ms.
   blackHoleUrl: (port) => `postgres://u:p@127.0.0.1:${port}/locksmith`,
 });

@@ -35,6 +35,7 @@ import { sequencerCases } from './cases/sequencer.js';
 import { observeCases } from './cases/observe.js';
 import { lockAllCases } from './cases/lock-all.js';
 import { runOnceCases } from './cases/run-once.js';
+import { loggingCases } from './cases/logging.js';
 
 /** What a backend's test file hands to {@link conformance}. */
 export interface ConformanceTarget {
@@ -51,6 +52,8 @@ export interface ConformanceTarget {
    * connections and never answers (the connect-phase cases). Omit for in-process engines.
    */
   blackHoleUrl?(port: number): string;
+  /** The password in the engine's URL, if it has one: no log line may show it. */
+  readonly secret?: string;
 }
 
 /** What every group of cases gets. */
@@ -117,6 +120,7 @@ export async function conformance(target: ConformanceTarget): Promise<void> {
     observeCases(ctx);
     lockAllCases(ctx);
     runOnceCases(ctx);
+    loggingCases(ctx);
 
     after(() => {
       process.off('unhandledRejection', onUnhandled);

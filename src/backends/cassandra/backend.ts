@@ -5,9 +5,13 @@
  */
 import { performance } from 'node:perf_hooks';
 import {
+  backendLog,
   InvalidArgumentError,
   LockLostError,
+  logRoundTrips,
+  logWake,
   unavailable,
+  wakeClock,
   withDeadline,
   type AcquireRequest,
   type AcquireResult,
@@ -40,6 +44,7 @@ export interface CassandraBackendOptions extends ConnectOptions {
 }
 
 /** Default bound of the first connection (the URL's `connectTimeoutMs` comes from the locker). */
+const log = backendLog('cassandra');
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 /** Numbers the scopes of backends that must not share wake-ups with anyone. */
 let isolated = 0;
@@ -60,6 +65,7 @@ export class CassandraBackend implements Backend<CassandraTicket, CassandraGrant
     this.settings = settings;
     this.#session = session;
     this.#tables = new LockTables(session);
+    logRoundTrips(this, log);
     this.capabilities = Object.freeze({
       fair: true,
       shared: false,
@@ -127,8 +133,9 @@ export class CassandraBackend implements Backend<CassandraTicket, CassandraGrant
     }
   }
 
-  waitForChange(_lockId: string, ticket: CassandraTicket | undefined, signal: AbortSignal): Promise<void> {
-    return this.#algorithm.wait(ticket, signal);
+  async waitForChange(lockId: string, ticket: CassandraTicket | undefined, signal: AbortSignal): Promise<void> {
+    const since = wakeClock(log);
+    logWake(log, lockId, (await this.#algorithm.wait(ticket, signal)) ? 'notification' : 'poll', since);
   }
 
   async cancel(req: AcquireRequest<CassandraTicket>, ticket: CassandraTicket | undefined): Promise<void> {

@@ -78,9 +78,9 @@ export class FairLock {
    * Sleep until a local wake-up or the next poll (see handoff.ts), and in any case in time
    * to rewrite our cells before a third of their TTL has passed.
    */
-  wait(any: CassandraTicket | undefined, signal: AbortSignal): Promise<void> {
+  wait(any: CassandraTicket | undefined, signal: AbortSignal): Promise<boolean> {
     const t = any?.algorithm === 'fair' ? any : undefined;
-    if (!t) return sleep(this.#pollMs, signal);
+    if (!t) return sleep(this.#pollMs, signal).then(() => false);
     const { candidate } = t;
     const now = performance.now();
     let ms = pollInterval({

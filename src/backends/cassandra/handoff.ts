@@ -50,13 +50,14 @@ export class LocalWaiter {
   /**
    * Sleep up to `ms` (ref'd: a caller awaits it), ending early on a wake-up, and with
    * `signal.reason` when `signal` aborts. Returns at once when a wake-up came meanwhile.
+   * Resolves true when a wake-up ended it, false when the time ran out.
    */
-  async sleep(ms: number, signal: AbortSignal): Promise<void> {
+  async sleep(ms: number, signal: AbortSignal): Promise<boolean> {
     signal.throwIfAborted();
-    if (this.#hint !== undefined) return;
+    if (this.#hint !== undefined) return true;
     const poll = pollSleep(ms, signal, { onSettled: () => (this.#wake = undefined) });
     this.#wake = poll.wake;
-    await poll.woken;
+    return poll.woken;
   }
 }
 

@@ -6,9 +6,11 @@
  */
 import cassandra from 'cassandra-driver';
 import type { policies as DriverPolicies, types as DriverTypes } from 'cassandra-driver';
-import { BackendUnavailableError, raceAbort, sleep, unavailable, withDeadline } from '../kit.js';
+import { backendLog, BackendUnavailableError, raceAbort, sleep, unavailable, withDeadline } from '../kit.js';
 import type { CassandraSettings } from './config.js';
 import { guardControlRefresh, guardHosts } from './workarounds.js';
+
+const log = backendLog('cassandra');
 
 const { Client, types } = cassandra;
 type DriverClient = InstanceType<typeof Client>;
@@ -125,6 +127,13 @@ export class Session {
         context: { hosts: settings.hosts, port: settings.port },
       });
     }
+    // Reconnects are the driver's: say when a node leaves or comes back.
+    client.on('hostDown', (host: { address: string }) => {
+      if (log.enabled) log('node %s down', host.address);
+    });
+    client.on('hostUp', (host: { address: string }) => {
+      if (log.enabled) log('node %s up again', host.address);
+    });
     return new Session(client, settings);
   }
 

@@ -7,7 +7,11 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
+  backendLog,
   BackendUnavailableError,
+  logRoundTrips,
+  logWake,
+  wakeClock,
   exclusiveKind,
   InvalidArgumentError,
   LockLostError,
@@ -30,6 +34,8 @@ import { decide, holders, type EtcdGrantData, type EtcdTicket } from './recipe.j
 import { KeptAliveLease, type LeaseEnd } from './lease.js';
 import { waitForChange } from './wait.js';
 import { DelayLeases, delayKey, delayPrefix, deleteWithMarker, markerValue, phantoms, writeMarker } from './delay.js';
+
+const log = backendLog('etcd');
 
 const now = (): number => performance.now();
 
@@ -100,6 +106,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
       ...(opts.username !== undefined ? { username: opts.username, password: opts.password ?? '' } : {}),
     });
     this.#delays = new DelayLeases(this.client);
+    logRoundTrips(this, log);
   }
 
   /** The current lease, if one is alive (tests look at it). */
@@ -122,6 +129,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
         }
         this.#session = fresh;
         this.stats.leases += 1;
+        if (log.enabled) log('lease %s granted (ttl %dms)', fresh.hex, this.#leaseTtlMs);
         fresh.onEnd((why) => this.#leaseEnded(fresh, why));
         return fresh;
       })
@@ -134,6 +142,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
   #leaseEnded(s: KeptAliveLease, why: LeaseEnd): void {
     if (this.#session === s) this.#session = undefined;
     if (this.#closed) return;
+    if (log.enabled) log('lease %s ended (%s): its holds are lost', s.hex, why);
     this.#held.sessionEnded(s, why);
     this.#delays.end();
     // The server may still keep the lease (we stop short of its expiry): free its keys.
@@ -358,10 +367,14 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     }
   }
 
-  waitForChange(_lockId: string, ticket: EtcdTicket | undefined, signal: AbortSignal): Promise<void> {
-    return waitForChange(this.client, ticket, signal, () => {
+  async waitForChange(lockId: string, ticket: EtcdTicket | undefined, signal: AbortSignal): Promise<void> {
+    const since = wakeClock(log);
+    let notified = false;
+    await waitForChange(this.client, ticket, signal, () => {
       this.stats.waiterNotifications += 1;
+      notified = true;
     });
+    logWake(log, lockId, notified ? 'notification' : 'poll', since);
   }
 
   /**

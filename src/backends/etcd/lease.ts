@@ -14,8 +14,10 @@
  * told it is lost (`session`) while the server may still keep the keys a little longer.
  */
 import { performance } from 'node:perf_hooks';
-import { lossGuardMs } from '../kit.js';
+import { backendLog, lossGuardMs } from '../kit.js';
 import type { EtcdClient, KeepAliveStream } from './client.js';
+
+const log = backendLog('etcd');
 
 const now = (): number => performance.now();
 
@@ -181,6 +183,7 @@ export class KeptAliveLease {
 
   #lost(stream: KeepAliveStream): void {
     if (stream !== this.#stream) return;
+    if (log.enabled) log('lease %s: keep-alive stream lost, reopening on another member', this.hex);
     this.#reset();
     this.#soon();
   }

@@ -9,9 +9,14 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
+  backendLog,
   EVERY_CAPABILITY,
   InvalidArgumentError,
+  logRoundTrips,
   LockLostError,
+  logWake,
+  wakeClock,
+  type WakeCause,
   kindsCompatible,
   queueAllows,
   sleep,
@@ -66,6 +71,7 @@ export interface FileBackendOptions {
 
 /** Without a queue position there is nothing to be woken for: look again after this long. */
 const UNQUEUED_RETRY_MS = 25;
+const log = backendLog('file');
 /** A waiter that stops attempting is dropped after this many polls (its process is alive but stuck). */
 const WAITER_GRACE_POLLS = 4;
 /** Back-off between tries of a busy critical section (ms, doubled up to the cap). */
@@ -117,6 +123,7 @@ export class FileBackend implements Backend<FileTicket, undefined> {
     this.#staleMs = options.staleMs ?? 2_000;
     this.#isDefault = options.isDefault ?? false;
     this.#watch = new DirectoryWatch(join(directory, 'locks'));
+    logRoundTrips(this, log);
   }
 
   async tryAcquire(req: AcquireRequest<FileTicket>): Promise<AcquireResult<FileTicket, undefined>> {
@@ -151,12 +158,16 @@ export class FileBackend implements Backend<FileTicket, undefined> {
 
   async waitForChange(lockId: string, ticket: FileTicket | undefined, signal: AbortSignal): Promise<void> {
     signal.throwIfAborted();
+    const since = wakeClock(log);
     if (!ticket) {
       await sleep(UNQUEUED_RETRY_MS, signal);
+      logWake(log, lockId, 'poll', since);
       return;
     }
     const paths = lockPaths(this.directory, lockId);
     await new Promise<void>((resolve, reject) => {
+      // A change of the state file (watcher or this process) wakes by notification; the timer polls.
+      let cause: WakeCause = 'notification';
       let timer: NodeJS.Timeout | undefined;
       let unsubscribe = (): void => undefined;
       let done = false;
@@ -165,8 +176,11 @@ export class FileBackend implements Backend<FileTicket, undefined> {
         clearTimeout(timer);
         unsubscribe();
         signal.removeEventListener('abort', onAbort);
-        if (err === undefined) resolve();
-        else reject(err);
+        if (err !== undefined) reject(err);
+        else {
+          logWake(log, lockId, cause, since);
+          resolve();
+        }
       };
       const onAbort = (): void => finish(signal.reason);
       const look = (read: () => FileState): void => {
@@ -176,7 +190,14 @@ export class FileBackend implements Backend<FileTicket, undefined> {
           const waitMs = this.#lookAgainIn(read(), ticket.waiterId);
           clearTimeout(timer);
           if (waitMs <= 0) finish();
-          else timer = setTimeout(() => finish(), Math.max(1, Math.ceil(waitMs)));
+          else
+            timer = setTimeout(
+              () => {
+                cause = 'poll';
+                finish();
+              },
+              Math.max(1, Math.ceil(waitMs)),
+            );
         } catch (err) {
           finish(unavailable(this.name, `read of the state of '${lockId}'`, err));
         }

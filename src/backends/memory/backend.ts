@@ -4,9 +4,13 @@
  */
 import { performance } from 'node:perf_hooks';
 import {
+  backendLog,
   EVERY_CAPABILITY,
+  logRoundTrips,
   LockLostError,
+  logWake,
   sleep,
+  wakeClock,
   type AcquireRequest,
   type AcquireResult,
   type Backend,
@@ -29,6 +33,7 @@ export interface MemoryTicket {
 }
 
 const stores = new Map<string, MemoryStore>();
+const log = backendLog('memory');
 
 /** What the memory backend can do: everything. */
 export const MEMORY_CAPABILITIES: Capabilities = EVERY_CAPABILITY;
@@ -51,6 +56,7 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
     store.users += 1;
     this.#store = store;
     this.#tableName = tableName;
+    logRoundTrips(this, log);
   }
 
   /** Lock ids with state in this table (holders or waiters); idle ids cost nothing. */
@@ -122,12 +128,15 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
     signal.throwIfAborted();
     const e = this.#store.peek(lockId);
     const w = ticket?.waiter;
+    const since = wakeClock(log);
     if (!e || !w || !e.queue.includes(w)) {
       await sleep(UNQUEUED_RETRY_MS, signal);
+      logWake(log, lockId, 'poll', since);
       return;
     }
     if (w.signalled) {
       w.signalled = false;
+      logWake(log, lockId, 'notification', since);
       return;
     }
     await new Promise<void>((resolve, reject) => {
@@ -138,6 +147,7 @@ export class MemoryBackend implements Backend<MemoryTicket, undefined> {
       this.#store.sleep(e, w, () => {
         signal.removeEventListener('abort', onAbort);
         this.#store.rouse(e, w);
+        logWake(log, lockId, 'notification', since);
         resolve();
       });
       signal.addEventListener('abort', onAbort, { once: true });

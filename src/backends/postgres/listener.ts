@@ -5,7 +5,9 @@
  * covers the gap (docs/backends/postgres.md, "Waiting").
  */
 import type pg from 'pg';
+import { backendLog } from '../kit.js';
 
+const log = backendLog('postgres');
 const RETRY_MIN_MS = 100;
 const RETRY_MAX_MS = 5_000;
 /** How long close() waits for the destroyed connection to end before it gives up waiting. */
@@ -67,6 +69,7 @@ export class PgListener {
       return;
     }
     this.#client = client;
+    if (log.enabled) log('LISTEN connection up: waiters are woken by NOTIFY');
     this.#retryMs = RETRY_MIN_MS;
     this.#onListening();
   }
@@ -80,6 +83,7 @@ export class PgListener {
     if (this.#client !== client) return;
     this.#client = undefined;
     client.release(true);
+    if (log.enabled) log('LISTEN connection lost: waking every waiter, reconnecting in %dms', this.#retryMs);
     this.#onChange(undefined);
     this.#schedule();
   }

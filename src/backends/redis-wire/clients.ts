@@ -3,6 +3,7 @@
  * the pub/sub of a second one, and closing either. ioredis 5 and 6 `Redis` and `Cluster`
  * fit; so does a user's wrapper. See docs/backends/redis.md.
  */
+import { failureCode, ms, type Log } from '../kit.js';
 
 /** The commands sent on a main connection (ioredis `Redis` and `Cluster` both fit). */
 export interface RedisCommandClient {
@@ -43,4 +44,36 @@ export interface ClosableClient {
 export async function closeClient(c: ClosableClient): Promise<void> {
   if (c.disconnect) c.disconnect(false);
   else if (c.quit) await c.quit().catch(() => undefined);
+}
+
+/** The connection events of an ioredis client that the backend logs. */
+export interface ConnectionEvents {
+  on(event: 'ready' | 'close', listener: () => void): unknown;
+  on(event: 'reconnecting', listener: (delayMs: number) => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+}
+
+/**
+ * Log a connection's reconnects, losses and errors on `log` (by its code only: a driver's
+ * message may quote the address). `label` names the connection, never its URL.
+ */
+export function logConnection(log: Log, client: ConnectionEvents, label: string): void {
+  let up = false;
+  let downAt = 0;
+  client.on('ready', () => {
+    if (log.enabled && up) log('%s: reconnected after %s', label, ms(performance.now() - downAt));
+    up = true;
+  });
+  client.on('close', () => {
+    if (!up) return;
+    up = false;
+    downAt = performance.now();
+    if (log.enabled) log('%s: connection lost', label);
+  });
+  client.on('reconnecting', (delayMs) => {
+    if (log.enabled) log('%s: reconnecting in %dms', label, delayMs);
+  });
+  client.on('error', (err) => {
+    if (log.enabled) log('%s: connection error (%s)', label, failureCode(err));
+  });
 }

@@ -8,9 +8,11 @@
  * re-check (a lost message costs at most a health-check period). See
  * docs/backends/redis.md, "Waiting by notification".
  */
-import { BackendUnavailableError, raceAbort } from '../kit.js';
+import { backendLog, BackendUnavailableError, raceAbort, type WakeCause } from '../kit.js';
 import type { RedisSubscriberClient } from './clients.js';
 import type { RedisCommands } from './commands.js';
+
+const log = backendLog('redis');
 
 /** What the inbox had delivered when an attempt was sent (a later wake-up is not lost). */
 export interface InboxMark {
@@ -176,20 +178,20 @@ export class Inbox {
    * not subscribed when the attempt was sent, subscribe and resolve at once: the re-check
    * then happens after the subscription, so no wake-up falls between the two.
    */
-  async wait(waiterId: string | undefined, mark: InboxMark | undefined, delayMs: number, signal: AbortSignal): Promise<void> {
+  async wait(waiterId: string | undefined, mark: InboxMark | undefined, delayMs: number, signal: AbortSignal): Promise<WakeCause> {
     if (this.#epoch === undefined || mark === undefined || mark.epoch !== this.#epoch) {
       if (waiterId !== undefined) this.#localIds.add(waiterId);
       await raceAbort(this.#subscribe(), signal);
-      if (mark !== undefined) return;
+      if (mark !== undefined) return 'poll';
     }
-    if (waiterId !== undefined && mark && (this.#wokenAt.get(waiterId) ?? 0) > mark.seen) return;
+    if (waiterId !== undefined && mark && (this.#wokenAt.get(waiterId) ?? 0) > mark.seen) return 'notification';
     let due = performance.now() + Math.max(1, delayMs);
     const recheck = waiterId === undefined ? undefined : this.#recheck.get(waiterId);
     if (recheck && mark && recheck.seen > mark.seen) due = Math.min(due, recheck.at);
-    await new Promise<void>((resolve, reject) => {
+    return new Promise<WakeCause>((resolve, reject) => {
       const sleeper: Sleeper = {
         waiterId,
-        wake: () => finish(),
+        wake: () => finish(undefined, 'notification'),
         recheckBy: (at) => {
           if (at >= due) return;
           due = at;
@@ -197,11 +199,11 @@ export class Inbox {
           timer = setTimeout(() => finish(), Math.max(1, at - performance.now()));
         },
       };
-      const finish = (err?: unknown): void => {
+      const finish = (err?: unknown, cause: WakeCause = 'poll'): void => {
         clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
         if (this.#sleepers.delete(sleeper)) this.#sleepingChanged();
-        if (err === undefined) resolve();
+        if (err === undefined) resolve(cause);
         else reject(err);
       };
       const onAbort = (): void => finish(signal.reason);
@@ -245,6 +247,7 @@ export class Inbox {
         return;
       }
       // A reconnect: messages may have been lost while it was down.
+      if (log.enabled) log('inbox: pub/sub reconnected, subscribing again and waking %d waiters', this.#sleepers.size);
       this.#reset();
     });
     sub.on('close', () => {
@@ -329,6 +332,7 @@ export class Inbox {
       clearTimeout(timer);
       this.#healthInFlight = false;
       if (healthy) return;
+      if (log.enabled) log('inbox: pub/sub connection silent for %dms, reconnecting', this.#healthCheckMs * 2);
       this.#reset();
       if (this.#subscriber === sub) sub.disconnect(true);
     };

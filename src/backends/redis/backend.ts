@@ -11,6 +11,10 @@ import {
   EVERY_CAPABILITY,
   LockLostError,
   lossGuardMs,
+  backendLog,
+  logRoundTrips,
+  logWake,
+  wakeClock,
   type AcquireRequest,
   type AcquireResult,
   type Backend,
@@ -29,6 +33,8 @@ import { keyBase, lockKeys, whoRecord } from '../redis-wire/keys.js';
 import type { Scan } from '../redis-wire/scan.js';
 import { listPage, readInspect } from './observe.js';
 import { ACQUIRE, CANCEL, CLAIM, CLAIM_MS, EXTEND, FORCE, INSPECT, RELEASE, UNDO } from './scripts.js';
+
+const log = backendLog('redis');
 
 /** Options of {@link RedisBackend}. */
 export interface RedisBackendOptions {
@@ -162,6 +168,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     // then let each other's waiters go first, as a user running several lockers expects.
     this.#inboxes = options.inboxes ?? InboxDirectory.process;
     const channel = `${this.#inboxPrefix}${this.#clientId}`;
+    logRoundTrips(this, log);
     this.#inbox = new Inbox(() => client.duplicate(), channel, this.#commands, this.#healthCheckMs, this.#inboxes);
   }
 
@@ -333,11 +340,12 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
    * the queue head, or a release handed it the lock), the moment the earliest holder or queue
    * entry runs out, or `capMs` at the latest. Only the head is woken, fair or not.
    */
-  async waitForChange(_lockId: string, ticket: RedisTicket | undefined, signal: AbortSignal): Promise<void> {
+  async waitForChange(lockId: string, ticket: RedisTicket | undefined, signal: AbortSignal): Promise<void> {
     signal.throwIfAborted();
     this.#assertOpen();
     const delay = ticket ? Math.min(ticket.hintMs > 0 ? ticket.hintMs + 2 : ticket.capMs, ticket.capMs) : this.#healthCheckMs;
-    await this.#inbox.wait(ticket?.waiterId, ticket?.mark, delay, signal);
+    const since = wakeClock(log);
+    logWake(log, lockId, await this.#inbox.wait(ticket?.waiterId, ticket?.mark, delay, signal), since);
   }
 
   /**

@@ -7,7 +7,17 @@
  * `new RedisBackend(client)` to `createLocker`.
  */
 import { Redis } from 'ioredis';
-import { redact, secretsOf, unavailable, withDeadline, BackendUnavailableError, type Backend, type ConnectOptions } from '../kit.js';
+import {
+  backendLog,
+  redact,
+  secretsOf,
+  unavailable,
+  withDeadline,
+  BackendUnavailableError,
+  type Backend,
+  type ConnectOptions,
+} from '../kit.js';
+import { logConnection } from '../redis-wire/clients.js';
 import { RedisBackend } from './backend.js';
 import { SENTINEL_PROTOCOL, sentinelOptions } from './sentinel.js';
 import { redisOptions } from './url.js';
@@ -41,6 +51,7 @@ export async function createBackend(url: URL, options: ConnectOptions = {}): Pro
   client.on('error', (err: unknown) => {
     firstError ??= err;
   });
+  logConnection(backendLog('redis'), client, 'connection');
   try {
     await withDeadline(checkedConnect(client, parsed.db), {
       timeoutMs: options.connectTimeoutMs ?? 10_000,

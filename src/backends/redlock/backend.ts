@@ -9,8 +9,12 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
+  backendLog,
   BackendUnavailableError,
   InvalidArgumentError,
+  logRoundTrips,
+  logWake,
+  wakeClock,
   LockLostError,
   raceAbort,
   sleep,
@@ -46,6 +50,8 @@ import {
 import { ACQUIRE, EXTEND, FORCE, INSPECT, INSPECT_MANY, RELEASE } from './scripts.js';
 import { TokenRegister, type RegisterRead } from './token.js';
 import { Wakeups, type Watch } from './wake.js';
+
+const log = backendLog('redlock');
 
 /** Options of {@link RedlockBackend}. */
 export interface RedlockBackendOptions {
@@ -155,6 +161,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     });
     this.#quorum = majority(clients.length);
     this.#wake = new Wakeups(this.#nodes, this.#quorum);
+    logRoundTrips(this, log);
   }
 
   /** The masters, by label, in the order given. */
@@ -196,6 +203,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
       void sent.then(() => this.#releaseAll(req.lockId, value, true)).catch(() => undefined);
       throw err;
     }
+    if (log.enabled) log('%s: %d of %d masters granted (quorum %d)', req.lockId, granted(replies).length, replies.length, this.#quorum);
     const grant = await this.#grantOf(req, value, proposal, replies, t1);
     const attemptMs = performance.now() - t1;
     if (grant) {
@@ -274,7 +282,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
    * expected expiry of the holder's keys, a random delay after a split vote, or the
    * fallback poll (with jitter) at the latest.
    */
-  async waitForChange(_lockId: string, ticket: RedlockTicket | undefined, signal: AbortSignal): Promise<void> {
+  async waitForChange(lockId: string, ticket: RedlockTicket | undefined, signal: AbortSignal): Promise<void> {
     signal.throwIfAborted();
     this.#assertOpen();
     const jitter = Math.random() * this.#retryJitterMs;
@@ -284,7 +292,8 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     if (ticket.split) return sleep(splitBackoffMs(ticket.attemptMs, this.#retryJitterMs), signal);
     const poll = this.#pollMs * (0.8 + 0.4 * Math.random());
     const delay = ticket.hintMs > 0 ? Math.min(ticket.hintMs + 1 + jitter, poll) : poll;
-    await this.#wake.wait(ticket.watch, ticket.seen, ticket.subscribed, delay, signal);
+    const since = wakeClock(log);
+    logWake(log, lockId, await this.#wake.wait(ticket.watch, ticket.seen, ticket.subscribed, delay, signal), since);
   }
 
   /** Stop watching; for a fresh owner also take back whatever an unanswered attempt left. */

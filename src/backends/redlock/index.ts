@@ -9,6 +9,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import {
   BackendUnavailableError,
   hostList,
+  backendLog,
   InvalidArgumentError,
   QuorumError,
   redact,
@@ -26,6 +27,7 @@ import { RedlockBackend, type RedlockBackendOptions } from './backend.js';
 
 export { RedlockBackend, REDLOCK_CAPABILITIES } from './backend.js';
 export type { RedlockBackendOptions, RedlockGrantData, RedlockTicket } from './backend.js';
+import { logConnection } from '../redis-wire/clients.js';
 export type { RedisClientLike } from '../redis-wire/clients.js';
 
 /** The URL parameters the Redlock backend understands. */
@@ -107,6 +109,7 @@ export async function createBackend(url: URL, options: ConnectOptions = {}): Pro
     c.on('error', (err: unknown) => {
       firstErrors[i] ??= err;
     });
+    logConnection(backendLog('redlock'), c, `node ${i}`);
     return c;
   });
   // Pub/sub connections queue their SUBSCRIBE until connected (they are opened lazily).

@@ -6,7 +6,7 @@
  * also bounded by a fallback poll with jitter (a message lost in a reconnect costs at most
  * that). See docs/backends/redlock.md, "Waiting".
  */
-import { sleep, withDeadline } from '../kit.js';
+import { sleep, withDeadline, type WakeCause } from '../kit.js';
 import type { RedisSubscriberClient } from '../redis-wire/clients.js';
 import type { RedlockNode } from './quorum.js';
 
@@ -89,13 +89,13 @@ export class Wakeups {
    * `signal.reason`. An attempt sent before the subscription was confirmed may have missed a
    * release: then resolve at once (once subscribed) so the caller attempts again.
    */
-  async wait(w: Watch, seenBefore: number, subscribedBefore: boolean, delayMs: number, signal: AbortSignal): Promise<void> {
+  async wait(w: Watch, seenBefore: number, subscribedBefore: boolean, delayMs: number, signal: AbortSignal): Promise<WakeCause> {
     signal.throwIfAborted();
     if (!subscribedBefore) {
       await withDeadline(w.ready, { signal });
-      return;
+      return 'poll';
     }
-    if (w.seen > seenBefore) return;
+    if (w.seen > seenBefore) return 'notification';
     const ctl = new AbortController();
     const onAbort = (): void => ctl.abort(signal.reason);
     signal.addEventListener('abort', onAbort, { once: true });
@@ -103,9 +103,11 @@ export class Wakeups {
     w.sleepers.add(wake);
     try {
       await sleep(delayMs, ctl.signal);
+      return 'poll';
     } catch (err) {
       if (signal.aborted) throw signal.reason;
       if (err !== 'woken') throw err;
+      return 'notification';
     } finally {
       w.sleepers.delete(wake);
       signal.removeEventListener('abort', onAbort);

@@ -6,10 +6,16 @@
  * transaction-pooling proxy) works. See docs/backends/postgres.md and docs/backends/mysql.md.
  */
 import {
+  backendLog,
   BackendUnavailableError,
   exclusiveKind,
+  failureCode,
   InvalidArgumentError,
   LockLostError,
+  logRoundTrips,
+  logWake,
+  wakeClock,
+  type Log,
   raceAbort,
   unavailable,
   type AcquireRequest,
@@ -72,12 +78,15 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   readonly #secrets: readonly string[];
   readonly #keepalive: QueueKeepalive;
   readonly #sweeper: Sweeper;
+  readonly #log: Log;
   /** The ids under a prefix as their holders or queue change (only where the engine notifies; docs/backends/postgres.md, "Watching"). */
   readonly changes?: (req: { readonly prefix: string; readonly signal: AbortSignal }) => AsyncIterable<string | null>;
   #closed = false;
 
   constructor(engine: SqlEngine, options: SqlBackendOptions) {
     this.name = engine.name;
+    this.#log = backendLog(engine.name);
+    logRoundTrips(this, this.#log);
     this.#engine = engine;
     this.#st = new Statements(engine.tables, engine.nowSql, engine.binaryId);
     const shared = options.scope === undefined ? undefined : sharedWakeups(`${engine.name}:${options.scope}`);
@@ -216,15 +225,17 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
    * then cost the lock row nothing while they wait (docs/backends/postgres.md, "Waiting").
    */
   async waitForChange(lockId: string, ticket: SqlTicket | undefined, signal: AbortSignal): Promise<void> {
+    const since = wakeClock(this.#log);
     if (!ticket) {
-      await this.#wakeups.wait(lockId, undefined, UNQUEUED_RETRY_MS, signal);
+      const woken = await this.#wakeups.wait(lockId, undefined, UNQUEUED_RETRY_MS, signal);
+      logWake(this.#log, lockId, woken ? 'notification' : 'poll', since);
       return;
     }
     for (let ahead = ticket.ahead; ;) {
       const woken = await this.#wakeups.wait(lockId, ticket.seq, this.#pollFor(ticket, ahead), signal);
-      if (woken || !ticket.exclusive || ahead === 0) return;
+      if (woken || !ticket.exclusive || ahead === 0) return logWake(this.#log, lockId, woken ? 'notification' : 'poll', since);
       const p = await this.#position(lockId, ticket.seq);
-      if (p === undefined || p.ahead === 0 || !p.live) return;
+      if (p === undefined || p.ahead === 0 || !p.live) return logWake(this.#log, lockId, 'poll', since);
       ahead = p.ahead;
     }
   }
@@ -378,6 +389,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
         return await call();
       } catch (err) {
         if (attempt >= LOST_CONNECTION_TRIES || this.#closed || !this.#engine.isConnectionLost(err)) throw err;
+        if (this.#log.enabled) this.#log('connection dropped by the server (%s): once more on a fresh one', failureCode(err));
       }
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
@@ -402,6 +414,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
       } catch (err) {
         const safe = trips === 1 && firstFailed && (readOnly || !firstCommits);
         if (!safe || attempt >= LOST_CONNECTION_TRIES || this.#closed || !this.#engine.isConnectionLost(err)) throw err;
+        if (this.#log.enabled) this.#log('connection dropped by the server (%s): once more on a fresh one', failureCode(err));
       }
       // The pool's other dropped connections have their goodbye waiting in this same poll
       // phase: let the driver read it (and the pool evict them) before taking another one.

@@ -6,9 +6,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import {
+  backendLog,
   BackendUnavailableError,
   InvalidArgumentError,
   LockLostError,
+  logRoundTrips,
+  logWake,
+  wakeClock,
   unavailable,
   withDeadline,
   type AcquireRequest,
@@ -34,6 +38,8 @@ import type { Prefetch, RecipeHost, ZkGrantData, ZkTicket } from './recipe.js';
 import { attemptSemaphore } from './semaphore.js';
 import { ZkSession, type SessionState } from './session.js';
 import { waitForChange } from './wait.js';
+
+const log = backendLog('zookeeper');
 
 const DEFAULT_SESSION_TIMEOUT_MS = 10_000;
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
@@ -107,6 +113,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
       connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
       ...(opts.operationTimeoutMs !== undefined ? { operationTimeoutMs: opts.operationTimeoutMs } : {}),
     };
+    logRoundTrips(this, log);
   }
 
   /** The chroot every lock path starts with ('' for none). */
@@ -159,6 +166,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   }
 
   #onSessionState(s: ZkSession, state: SessionState): void {
+    if (log.enabled) log('session %s', state);
     if (state !== 'expired' && state !== 'closed') return;
     if (this.#session === s) this.#session = undefined;
     // Every ephemeral node of that session is gone (or going): each of its holds is lost now.
@@ -319,12 +327,16 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     if (!only && ours.length > 0) reapLockNode(s, t.paths);
   }
 
-  waitForChange(_lockId: string, ticket: ZkTicket | undefined, signal: AbortSignal): Promise<void> {
-    return waitForChange(ticket, signal, {
+  async waitForChange(lockId: string, ticket: ZkTicket | undefined, signal: AbortSignal): Promise<void> {
+    const since = wakeClock(log);
+    let notified = false;
+    await waitForChange(ticket, signal, {
       notified: () => {
         this.stats.waiterNotifications += 1;
+        notified = true;
       },
     });
+    logWake(log, lockId, notified ? 'notification' : 'poll', since);
   }
 
   /**
