@@ -18,6 +18,7 @@ import { splitRunArgs } from './run-args.js';
 import { formatStatus } from './status.js';
 import { addLs } from './ls.js';
 import { addBreak } from './break.js';
+import { addServe } from './serve.js';
 
 function version(): string {
   const pkg: unknown = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
@@ -149,6 +150,7 @@ export function program(out: Output = toStdout): Command {
   addStatus(cmd, out);
   addLs(cmd, out);
   addBreak(cmd, out);
+  addServe(cmd, out);
   addDemo(cmd);
   addBench(cmd, out);
   addMigrate(cmd, out);

@@ -1,0 +1,100 @@
+/**
+ * Bookkeeping records of the service, kept in the backend as locks under a reserved prefix
+ * (docs/serve.md, "Design"): a session is a lock whose lease is its keepalive, and every
+ * hold a session made is a marker lock that remembers what any replica needs to extend or
+ * release it. A record carries its data in its holder identity, so that it is read back by
+ * `inspect` / `list` from any replica, and it is renewed by ROLLING: a second holder is
+ * written, then the first removed by owner. Rolling needs no backend-private grant data
+ * (which cannot be read back), so a replica that never saw the record can renew it.
+ */
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { AcquireRequest, Backend } from '../backend.js';
+import { MAX_IDENTITY_BYTES } from '../backend.js';
+import { InvalidArgumentError } from '../errors.js';
+import type { JsonValue } from '../observe/identity.js';
+
+/** Lock ids under this prefix belong to the service; clients may not lock or list them. */
+export const RESERVED_PREFIX = 'locksmith-serve/';
+
+/** A random id for sessions and owners: 16 bytes, base64url. */
+export function randomId(bytes = 16): string {
+  return randomBytes(bytes).toString('base64url');
+}
+
+/** The identity string a record or a hold is written with (the wire form of observe/identity.ts). */
+export function encodeIdentity(name: string, meta: { readonly [key: string]: JsonValue }, host = hostname()): string {
+  const encoded = JSON.stringify({ h: host, p: 0, n: name, m: meta });
+  if (Buffer.byteLength(encoded) > MAX_IDENTITY_BYTES) {
+    throw new InvalidArgumentError('meta', `the record (name, meta, lock id) must fit in ${MAX_IDENTITY_BYTES} bytes`);
+  }
+  return encoded;
+}
+
+/** A request of one attempt that leaves nothing behind when refused. */
+export function oneShot(lockId: string, ownerId: string, ttlMs: number, identity: string, semaphore: boolean): AcquireRequest {
+  return {
+    lockId,
+    kind: semaphore ? 'semaphore' : 'mutex',
+    permits: semaphore ? 2 : 1,
+    ownerId,
+    freshOwner: true,
+    ttlMs,
+    fair: false,
+    lockDelayMs: 0,
+    wait: false,
+    ticket: undefined,
+    signal: new AbortController().signal,
+    onLost: () => undefined,
+    identity,
+  };
+}
+
+/**
+ * Keeps records: write, roll (renew) and remove. Where the backend has semaphores a record
+ * is a 2-permit semaphore, so a roll never leaves a moment without a holder; elsewhere it
+ * is a mutex removed and written again (a short gap, docs/serve.md).
+ */
+export class Records {
+  readonly #backend: Backend;
+  readonly #semaphore: boolean;
+
+  constructor(backend: Backend) {
+    this.#backend = backend;
+    this.#semaphore = backend.capabilities.permits;
+  }
+
+  /** Write a new record; false when a record of that id is already there (a mutex backend). */
+  async write(lockId: string, ownerPrefix: string, ttlMs: number, identity: string): Promise<boolean> {
+    const req = oneShot(lockId, `${ownerPrefix}~${randomId(6)}`, ttlMs, identity, this.#semaphore);
+    const got = await this.#backend.tryAcquire(req);
+    return got.granted;
+  }
+
+  /**
+   * Renew: write a fresh holder, then remove the holders seen before (`oldOwners`, the one
+   * whose lease ends first first). Rolls at once (two replicas) may leave two fresh holders:
+   * the next roll then finds the record full, removes the older one and writes again.
+   */
+  async roll(lockId: string, ownerPrefix: string, ttlMs: number, identity: string, oldOwners: readonly string[]): Promise<void> {
+    if (!this.#semaphore) {
+      await this.removeOwners(lockId, oldOwners);
+      // Refused: another roll wrote the record in between, which renews it just as well.
+      await this.write(lockId, ownerPrefix, ttlMs, identity);
+      return;
+    }
+    let wrote = await this.write(lockId, ownerPrefix, ttlMs, identity);
+    if (!wrote && oldOwners.length > 1) {
+      await this.removeOwners(lockId, oldOwners.slice(0, 1));
+      wrote = await this.write(lockId, ownerPrefix, ttlMs, identity);
+    }
+    if (wrote) await this.removeOwners(lockId, oldOwners);
+  }
+
+  /** Remove the holders `owners` of the record (idempotent). */
+  async removeOwners(lockId: string, owners: readonly string[]): Promise<void> {
+    for (const owner of owners) {
+      await this.#backend.cancel(oneShot(lockId, owner, 1, '', this.#semaphore), undefined);
+    }
+  }
+}

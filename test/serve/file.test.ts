@@ -1,0 +1,13 @@
+/** The service over file:// (docs/serve.md): the API cases. */
+import { after, before } from 'node:test';
+import { apiCases } from './api-cases.js';
+import { fileUrl, startService, type Service } from './service.js';
+
+let service: Service;
+before(async () => {
+  service = await startService(fileUrl());
+});
+after(async () => {
+  await service.close();
+});
+apiCases(() => service.base);

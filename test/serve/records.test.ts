@@ -1,0 +1,33 @@
+/**
+ * Records of the service (docs/serve.md, "Design"): a roll renews a record whatever holders
+ * earlier rolls left, and never leaves it without a holder.
+ */
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { createLocker } from '../../src/index.js';
+import { encodeIdentity, Records } from '../../src/serve/records.js';
+import { fileUrl } from './service.js';
+
+const locker = createLocker(fileUrl());
+after(() => locker.close());
+
+const owners = async (id: string): Promise<string[]> => (await locker.inspect(id)).holders.map((h) => h.ownerId);
+
+test('a roll of a full record (two rolls at once left two holders) removes the older, writes, keeps one', async () => {
+  const records = new Records(await locker.backend());
+  const id = 'locksmith-serve/s/test-full';
+  const identity = encodeIdentity('t', { t: 1 });
+  assert.equal(await records.write(id, 'a', 30_000, identity), true);
+  assert.equal(await records.write(id, 'b', 30_000, identity), true);
+  const before = await owners(id);
+  assert.equal(before.length, 2);
+  await records.roll(id, 'c', 30_000, identity, before);
+  const afterRoll = await owners(id);
+  assert.equal(afterRoll.length, 1);
+  assert.ok(afterRoll[0]?.startsWith('c~'));
+  await records.roll(id, 'd', 30_000, identity, afterRoll);
+  assert.deepEqual(
+    (await owners(id)).map((o) => o.slice(0, 2)),
+    ['d~'],
+  );
+});

@@ -1,0 +1,16 @@
+/** The service over a real Redis (docs/serve.md): the API cases. */
+import { after, before } from 'node:test';
+import { startRedis } from '../../scripts/servers/redis.js';
+import { useServer } from '../helpers.js';
+import { apiCases } from './api-cases.js';
+import { startService, type Service } from './service.js';
+
+const redis = await useServer(() => startRedis());
+let service: Service;
+before(async () => {
+  service = await startService(redis.url);
+});
+after(async () => {
+  await service.close();
+});
+apiCases(() => service.base);
