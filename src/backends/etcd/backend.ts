@@ -35,6 +35,7 @@ import { forceRelease, listPage, readLock, type ListPage, type ListRequest } fro
 import { decide, holders, holding, type EtcdGrantData, type EtcdTicket, type Holder } from './recipe.js';
 import { KeptAliveLease, type LeaseEnd } from './lease.js';
 import { waitForChange } from './wait.js';
+import { DelayLeases, delayKey, delayPrefix, deleteWithMarker, markerValue, phantoms, writeMarker } from './delay.js';
 
 const log = backendLog('etcd');
 
@@ -67,12 +68,13 @@ export const ETCD_CAPABILITIES: Capabilities = Object.freeze({
   shared: true,
   permits: true,
   notify: true,
-  lockDelay: false,
+  lockDelay: true,
   reentrant: false,
   weightedPermits: true,
 });
 
-type Listing = { readonly entries: Entry[]; readonly revision: bigint };
+/** The keys of a lock, its delay markers (docs/backends/etcd.md, "Lock-delay") and the revision read at. */
+type Listing = { readonly entries: Entry[]; readonly markers: Entry[]; readonly revision: bigint };
 
 /** etcd through the `etcd3` package's gRPC pool (see client.ts for why only its raw RPCs). */
 export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandonable {
@@ -90,9 +92,12 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
   readonly #closing = new AbortController();
   /** Keys our tickets and holds use, so two acquisitions of one lease never share a key. */
   readonly #keys = new Set<string>();
+  readonly #delays: DelayLeases;
   readonly #held = new LeaseHolds((d) => {
     this.#keys.delete(d.key);
     void this.client.deleteIf(d.key, d.rev).catch(() => false);
+    // A hold that lapsed vanished without a release: its marker keeps the lock-delay.
+    if (d.marker) this.#delays.lapsed(d.marker.key, d.marker.rev, d.marker.delayMs);
   });
 
   constructor(opts: EtcdBackendOptions) {
@@ -105,6 +110,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
       operationTimeoutMs: opts.operationTimeoutMs ?? Math.max(2_000, Math.ceil(this.#leaseTtlMs / 3)),
       ...(opts.username !== undefined ? { username: opts.username, password: opts.password ?? '' } : {}),
     });
+    this.#delays = new DelayLeases(this.client);
     logRoundTrips(this, log);
   }
 
@@ -143,6 +149,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     if (this.#closed) return;
     if (log.enabled) log('lease %s ended (%s): its holds are lost', s.hex, why);
     this.#held.sessionEnded(s, why);
+    this.#delays.end();
     // The server may still keep the lease (we stop short of its expiry): free its keys.
     if (why === 'expired') s.revokeLost();
   }
@@ -230,12 +237,17 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     const listing = t.exclusive ? youngestOp(t.prefix, 2) : rangeOp(t.prefix);
     const res = await this.client.txn('create', {
       compare: [createdAt(t.key, 0n)],
-      success: [{ request_put: { key, value: t.value, lease: t.session.id } }, listing],
+      success: [{ request_put: { key, value: t.value, lease: t.session.id } }, listing, rangeOp(delayPrefix(this.prefix, t.lockId))],
       failure: [{ request_range: { key } }],
     });
     if (res.succeeded) {
       t.rev = BigInt(res.header.revision);
-      return { entries: entriesOf(res.responses[1]?.response_range), revision: BigInt(res.header.revision) };
+      const [, keys, markers] = res.responses;
+      return {
+        entries: entriesOf(keys?.response_range),
+        markers: entriesOf(markers?.response_range),
+        revision: BigInt(res.header.revision),
+      };
     }
     const existing = entriesOf(res.responses[0]?.response_range)[0];
     // Our own create, retried after a lost reply: the next round lists from its revision.
@@ -248,8 +260,12 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
   async #check(t: EtcdTicket): Promise<Listing | undefined> {
     const rev = t.rev ?? 0n;
     const listing = t.exclusive ? youngestOp(t.prefix, 1, rev - 1n) : rangeOp(t.prefix);
-    const res = await this.client.txn('list', { compare: [createdAt(t.key, rev)], success: [listing], failure: [] });
-    if (res.succeeded) return { entries: entriesOf(res.responses[0]?.response_range), revision: BigInt(res.header.revision) };
+    const markers = rangeOp(delayPrefix(this.prefix, t.lockId));
+    const res = await this.client.txn('list', { compare: [createdAt(t.key, rev)], success: [listing, markers], failure: [] });
+    if (res.succeeded) {
+      const [keys, marks] = res.responses;
+      return { entries: entriesOf(keys?.response_range), markers: entriesOf(marks?.response_range), revision: BigInt(res.header.revision) };
+    }
     // Our place is gone: queue again, at the back.
     t.rev = undefined;
     return undefined;
@@ -262,10 +278,18 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     start: number,
   ): Promise<AcquireResult<EtcdTicket, EtcdGrantData>> {
     const rev = t.rev ?? 0n;
-    const keys = holders(listing.entries);
+    // A holder that vanished without releasing still holds for its lock-delay (delay.ts).
+    const keys = [...holders(listing.entries), ...phantoms(listing.markers, listing.entries)];
     if (req.kind === 'semaphore') await this.#checkSize(req, t, keys);
     const d = decide(req.kind, req.permits, rev, keys, t.prefix, req.weight);
-    if (d.held) return { granted: true, grant: this.#grant(req, t, rev, start, listing.revision) };
+    if (d.held) {
+      const marker = req.lockDelayMs > 0 ? await this.#mark(req, t, rev) : undefined;
+      if (marker !== null) return { granted: true, grant: this.#grant(req, t, rev, start, listing.revision, marker) };
+      // Our key went while we marked it: queue again.
+      if (!req.wait) await this.#dropTicket(t);
+      t.rev = undefined;
+      return { granted: false, contended: { ticket: req.wait ? t : undefined } };
+    }
     if (!req.wait) {
       await this.#dropTicket(t);
       return { granted: false, contended: { ticket: undefined } };
@@ -284,7 +308,14 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
   }
 
   /** Turn the ticket's key into a hold: it vouches only for time the lease is sure to last. */
-  #grant(req: AcquireRequest<EtcdTicket>, t: EtcdTicket, rev: bigint, start: number, seenAt: bigint): Grant<EtcdGrantData> {
+  #grant(
+    req: AcquireRequest<EtcdTicket>,
+    t: EtcdTicket,
+    rev: bigint,
+    start: number,
+    seenAt: bigint,
+    marker: EtcdGrantData['marker'],
+  ): Grant<EtcdGrantData> {
     const ttlMs = Math.min(req.ttlMs, t.session.deadline - start);
     const grant: Grant<EtcdGrantData> = {
       lockId: req.lockId,
@@ -293,7 +324,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
       token: rev,
       ttlMs,
       reentered: false,
-      data: { session: t.session, key: t.key, rev },
+      data: { session: t.session, key: t.key, rev, marker },
     };
     const held = this.#held.add(grant, req.onLost, Math.max(0, ttlMs));
     held.unwatch = this.#watchHeld(grant.data, seenAt);
@@ -301,6 +332,18 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     t.rev = undefined;
     t.watch = undefined;
     return grant;
+  }
+
+  /**
+   * Write the delay marker of the key we are about to hold, on a delay lease, while the key
+   * is still ours. Null when the key went in between (nothing was written).
+   */
+  async #mark(req: AcquireRequest<EtcdTicket>, t: EtcdTicket, rev: bigint): Promise<EtcdGrantData['marker'] | null> {
+    const lease = await withDeadline(this.#delays.lease(t.session.ttlMs, req.lockDelayMs), { signal: req.signal });
+    const key = delayKey(this.prefix, req.lockId, t.key);
+    const value = markerValue(t.key, rev, req.kind, req.kind === 'semaphore' ? req.permits : 1, req.weight ?? 1);
+    const at = await writeMarker(this.client, { key: t.key, rev }, key, value, lease.id);
+    return at === undefined ? null : { key, rev: at, delayMs: req.lockDelayMs };
   }
 
   /**
@@ -397,7 +440,9 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     this.#keys.delete(key);
     if (this.#closed) return false;
     // Guarded by the create revision: a retried or stale release never deletes a newer holder.
-    const deleted = await this.client.deleteIf(key, rev);
+    // The marker goes in the same transaction: a clean release imposes no lock-delay.
+    const marker = grant.data.marker;
+    const deleted = marker ? await deleteWithMarker(this.client, key, rev, marker.key) : await this.client.deleteIf(key, rev);
     return wasHeld && deleted;
   }
 
@@ -431,6 +476,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     this.#closing.abort();
     this.#held.clear();
     this.#keys.clear();
+    this.#delays.end();
     const s = this.#session;
     this.#session = undefined;
     await s?.close(true);
@@ -444,6 +490,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
   async abandon(): Promise<void> {
     this.#closed = true;
     this.#closing.abort();
+    this.#delays.end();
     this.#held.clear();
     this.#keys.clear();
     await this.#session?.close(false);

@@ -8,6 +8,7 @@ import type { IRequestOp } from 'etcd3';
 import { createdAt, entriesOf, rangeOp, type EtcdClient, type Entry } from './client.js';
 import { encodeLockId, fenceKey, lockIdOf, lockPrefix, rangeEnd } from './layout.js';
 import { holders, holding, type Holder } from './recipe.js';
+import { delayPrefix } from './delay.js';
 
 /** At most this many distinct leases are asked for their remaining ttl per page. */
 // The kit re-exports the seam's older types only; these are read off the seam itself.
@@ -200,11 +201,16 @@ export async function listPage(client: EtcdClient, prefix: string, req: ListRequ
 export async function forceRelease(client: EtcdClient, prefix: string, lockId: string): Promise<number> {
   const keyPrefix = lockPrefix(prefix, lockId);
   const hold = holding(holders((await client.list(keyPrefix)).entries));
-  if (hold.length === 0) return 0;
+  if (hold.length === 0) {
+    // Only a lock-delay may stand (a holder that vanished): a break ends it too.
+    await client.txn('force release', { compare: [], success: [dropMarkersOp(prefix, lockId)], failure: [] });
+    return 0;
+  }
   const first = hold.slice(0, MAX_TXN_DELETES);
   const res = await client.txn('force release', {
     compare: [],
-    success: [...first.map(deleteOp), fenceOp(prefix, lockId, hold)],
+    // The delay markers go too: a break frees the lock at once (docs/backends/etcd.md, "Lock-delay").
+    success: [...first.map(deleteOp), fenceOp(prefix, lockId, hold), dropMarkersOp(prefix, lockId)],
     failure: [],
   });
   let ended = res.responses.slice(0, first.length).filter((r) => (r.response_delete_range?.deleted ?? '0') !== '0').length;
@@ -227,6 +233,11 @@ export async function forceRelease(client: EtcdClient, prefix: string, lockId: s
     rest = rest.slice(chunk.length);
   }
   return ended;
+}
+
+function dropMarkersOp(prefix: string, lockId: string): IRequestOp {
+  const key = Buffer.from(delayPrefix(prefix, lockId));
+  return { request_delete_range: { key, range_end: rangeEnd(key) } };
 }
 
 const same = (a: Entry, b: Entry): boolean => a.key === b.key && a.createRevision === b.createRevision;

@@ -46,6 +46,8 @@ export interface EtcdGrantData {
   readonly session: KeptAliveLease;
   readonly key: string;
   readonly rev: bigint;
+  /** The hold's delay marker and its create revision, when granted with a lock-delay (delay.ts). */
+  readonly marker: { readonly key: string; readonly rev: bigint; readonly delayMs: number } | undefined;
 }
 
 /** One key of a listing, with what its value says. */

@@ -98,6 +98,8 @@ export interface RedlockTicket {
 export interface RedlockGrantData {
   readonly value: string;
   extensions: number;
+  /** The grant's lock-delay: its lease keys outlive the lease by this much (docs/backends/redlock.md). */
+  readonly lockDelayMs: number;
 }
 
 /** Redlock's capabilities: a mutex with notifications; no queue, no shared kinds, no server-side re-entry. */
@@ -106,7 +108,7 @@ export const REDLOCK_CAPABILITIES: Capabilities = Object.freeze({
   shared: false,
   permits: false,
   notify: true,
-  lockDelay: false,
+  lockDelay: true,
   reentrant: false,
 });
 
@@ -183,7 +185,13 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     const proposal = this.#tokens.propose(req.lockId);
     const sent = fanOut(
       this.#nodes,
-      (n) => boundReply(n.commands.eval(ACQUIRE, keys, [value, req.ttlMs, proposal.toString(), who]), bound, n.label, 'acquire'),
+      (n) =>
+        boundReply(
+          n.commands.eval(ACQUIRE, keys, [value, req.ttlMs, proposal.toString(), who, req.lockDelayMs]),
+          bound,
+          n.label,
+          'acquire',
+        ),
       classifyAcquire,
       this.#quorum,
     );
@@ -241,7 +249,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
       token,
       ttlMs: req.ttlMs,
       reentered: false,
-      data: { value, extensions: 0 },
+      data: { value, extensions: 0, lockDelayMs: req.lockDelayMs },
     };
   }
 
@@ -253,13 +261,14 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
    * Compare-and-delete on every master at once; resolves with the replies. `bySource` for
    * clean-ups that may queue behind a command that timed out (see ../redis-wire/commands.ts).
    */
-  #releaseAll(lockId: string, value: string, bySource = false, quorum?: number): Promise<NodeReply<undefined>[]> {
+  #releaseAll(lockId: string, value: string, bySource = false, quorum?: number, delayed = false): Promise<NodeReply<undefined>[]> {
     const {
       keys: [rl, , ri],
       channel,
     } = this.#keys(lockId);
     const keys = [rl, ri];
-    const args = [value, channel];
+    // A holder's release keeps the lock-delay of a lease that ran out; a failed attempt's never does.
+    const args = delayed ? [value, channel, '1'] : [value, channel];
     return fanOut(
       this.#nodes,
       (n) => (bySource ? n.commands.evalSource(RELEASE, keys, args) : n.commands.eval(RELEASE, keys, args)),
@@ -304,7 +313,13 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     const t1 = performance.now();
     const replies = await fanOut(
       this.#nodes,
-      (n) => boundReply(n.commands.eval(EXTEND, [keys[0], keys[2]], [grant.data.value, ttlMs]), bound, n.label, 'extend'),
+      (n) =>
+        boundReply(
+          n.commands.eval(EXTEND, [keys[0], keys[2]], [grant.data.value, ttlMs, grant.data.lockDelayMs]),
+          bound,
+          n.label,
+          'extend',
+        ),
       (reply) => ({ ok: reply === 1, value: undefined }),
       this.#quorum,
     );
@@ -324,7 +339,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
 
   async release(grant: Grant<RedlockGrantData>): Promise<boolean> {
     this.#assertOpen();
-    const replies = await this.#releaseAll(grant.lockId, grant.data.value, false, this.#quorum);
+    const replies = await this.#releaseAll(grant.lockId, grant.data.value, false, this.#quorum, grant.data.lockDelayMs > 0);
     const deleted = granted(replies).length;
     if (deleted < this.#quorum && quorumUnreachable(replies)) throw quorumError(`release of '${grant.lockId}'`, replies);
     return deleted >= this.#quorum;

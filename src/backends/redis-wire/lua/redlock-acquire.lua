@@ -1,10 +1,13 @@
 -- Redlock phase 1 on one master (the contract: ACQUIRE in src/backends/redlock/scripts.ts).
 local l, t = KEYS[1], KEYS[2]
 local value = ARGV[1]
-local fresh = redis.call('SET', l, value, 'NX', 'PX', ARGV[2])
+-- The lease key outlives the lease by the lock-delay (ARGV[5], ms); `ri` lives exactly as
+-- long as the lease, so a lease key without it is a holder that vanished (docs/backends/redlock.md).
+local keep = ARGV[2] + (tonumber(ARGV[5]) or 0)
+local fresh = redis.call('SET', l, value, 'NX', 'PX', keep)
 if not fresh then
   if redis.call('GET', l) ~= value then return {0, redis.call('PTTL', l)} end
-  redis.call('SET', l, value, 'PX', ARGV[2])
+  redis.call('SET', l, value, 'PX', keep)
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
 end
 local tm = redis.call('TIME')
