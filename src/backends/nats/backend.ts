@@ -13,6 +13,7 @@ import {
   wakeClock,
   InvalidArgumentError,
   LockLostError,
+  PermitsMismatchError,
   sleep,
   withDeadline,
   type AcquireRequest,
@@ -28,7 +29,7 @@ import {
 import type { Abandonable } from '../kit.js';
 import { keyOf } from './keys.js';
 import { listPage, readLock } from './observe.js';
-import { decodeRec, encodeRec, isIdle, mayHold, nextExpiry, nextToken, prune, type Ask, type LockRec } from './state.js';
+import { decodeRec, encodeRec, isIdle, mayHold, nextExpiry, nextToken, otherSize, prune, type Ask, type LockRec } from './state.js';
 import { Store, type StoreOptions } from './store.js';
 
 const log = backendLog('nats');
@@ -253,12 +254,15 @@ export class NatsBackend implements Backend<NatsTicket, NatsGrantData>, Abandona
     // the others just watch, so a crowd of waiters does not write to the lock.
     const queued = req.wait && (ask.fair || ask.kind === 'write');
     return (rec, revision, now) => {
+      const size = ask.kind === 'semaphore' ? otherSize(rec, ask.permits) : undefined;
+      if (size !== undefined) throw new PermitsMismatchError(req.lockId, ask.permits, size);
       if (mayHold(rec, ask, now)) {
         const token = nextToken(rec, revision);
         rec.last = token.toString();
         rec.queue = rec.queue.filter((w) => w.n !== ask.nonce);
         const { owner: o, kind: k, nonce: n } = ask;
-        rec.holders.push({ o, k, n, t: rec.last, e: now + req.ttlMs, a: now, d: req.lockDelayMs, i: req.identity });
+        const p = k === 'semaphore' ? { p: ask.permits } : {};
+        rec.holders.push({ o, k, n, t: rec.last, e: now + req.ttlMs, a: now, d: req.lockDelayMs, i: req.identity, ...p });
         return { write: true, result: { token, wakeAt: 0 } };
       }
       const waiting = { write: false, result: { token: undefined, wakeAt: nextExpiry(rec, this.#skewMs) } };

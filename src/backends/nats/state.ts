@@ -25,6 +25,16 @@ export interface HolderRec {
   readonly d: number;
   /** Identity, verbatim. */
   readonly i: string;
+  /** A semaphore hold's semaphore size (absent on other kinds and on records of older versions). */
+  readonly p?: number;
+}
+
+/**
+ * The semaphore size of a live holder that differs from `permits`, if any: a semaphore is
+ * opened with one size by all its holders (docs/recipes/semaphore.md).
+ */
+export function otherSize(r: LockRec, permits: number): number | undefined {
+  return r.holders.find((h) => h.k === 'semaphore' && h.p !== undefined && h.p !== permits)?.p;
 }
 
 /** One queued waiter. `e` is a heartbeat: a waiter that stops retrying leaves the queue. */
