@@ -49,6 +49,7 @@ export { encodeHostList } from '../util/host-list.js';
 export { hostList, UrlParams, type HostPort, type NumberBounds } from '../util/url-params.js';
 export { redact, redactText, secretsOf, urlUserInfo } from '../util/redact.js';
 export { HoldTable, type HoldTableOptions, type TrackedHold } from './hold-table.js';
+export { openConnected, type Connectable } from './open.js';
 export type { EngineManifest } from '../util/engine-manifest.js';
 /** Debug logging on `locksmith:backend:<name>`: guard every call with `log.enabled` (docs/observability.md, "Logging"). */
 export { backendLog, ms, type Log } from '../observe/log.js';

@@ -15,7 +15,7 @@ import {
   redact,
   unavailable,
   UrlParams,
-  withDeadline,
+  openConnected,
   type Backend,
   type ConnectOptions,
   urlUserInfo,
@@ -68,22 +68,15 @@ export function createEtcdBackend(raw: string): EtcdBackend {
  * when `options.signal` aborts.
  */
 export async function createBackend(url: URL, options: ConnectOptions = {}): Promise<Backend> {
-  const backend = new EtcdBackend(etcdOptions(url));
-  try {
-    await withDeadline(backend.connect(options.signal), options.signal ? { signal: options.signal } : {});
-    return backend;
-  } catch (err) {
-    await backend.close().catch(() => undefined);
-    if (options.signal?.aborted && err === options.signal.reason) throw err;
+  return openConnected(new EtcdBackend(etcdOptions(url)), options, (err) =>
     // The client's error says what failed (the lease grant) but not where: name the URL.
-    if (err instanceof BackendUnavailableError) {
-      throw new BackendUnavailableError('etcd', `etcd connect to ${redact(url)} failed: ${err.message.replace(/^etcd /, '')}`, {
-        cause: err,
-        context: { ...err.context, url: redact(url) },
-      });
-    }
-    throw unavailable('etcd', `connect to ${redact(url)}`, err);
-  }
+    err instanceof BackendUnavailableError
+      ? new BackendUnavailableError('etcd', `etcd connect to ${redact(url)} failed: ${err.message.replace(/^etcd /, '')}`, {
+          cause: err,
+          context: { ...err.context, url: redact(url) },
+        })
+      : unavailable('etcd', `connect to ${redact(url)}`, err),
+  );
 }
 
 /** The URL's user name and password for etcd auth; a malformed %-escape is an InvalidArgumentError. */

@@ -16,7 +16,7 @@ import {
   unavailable,
   UrlParams,
   urlUserInfo,
-  withDeadline,
+  openConnected,
   type Backend,
   type ConnectOptions,
 } from '../kit.js';
@@ -75,13 +75,5 @@ export function createNatsBackend(raw: string): NatsBackend {
  * aborts.
  */
 export async function createBackend(url: URL, options: ConnectOptions = {}): Promise<Backend> {
-  const backend = new NatsBackend(natsOptions(url));
-  try {
-    await withDeadline(backend.connect(options.signal), options.signal ? { signal: options.signal } : {});
-    return backend;
-  } catch (err) {
-    await backend.close().catch(() => undefined);
-    if (options.signal?.aborted && err === options.signal.reason) throw err;
-    throw unavailable('nats', `connect to ${redact(url)}`, err);
-  }
+  return openConnected(new NatsBackend(natsOptions(url)), options, (err) => unavailable('nats', `connect to ${redact(url)}`, err));
 }

@@ -14,7 +14,7 @@ import {
   redact,
   unavailable,
   UrlParams,
-  withDeadline,
+  openConnected,
   type Backend,
   type ConnectOptions,
 } from '../kit.js';
@@ -70,13 +70,7 @@ export function createZooKeeperBackend(raw: string, options: ConnectOptions = {}
  * `options.signal` aborts.
  */
 export async function createBackend(url: URL, options: ConnectOptions = {}): Promise<Backend> {
-  const backend = new ZooKeeperBackend(zooKeeperOptions(url, options));
-  try {
-    await withDeadline(backend.connect(options.signal), options.signal ? { signal: options.signal } : {});
-    return backend;
-  } catch (err) {
-    await backend.close();
-    if (options.signal?.aborted && err === options.signal.reason) throw err;
-    throw unavailable('zookeeper', `connect to ${redact(url)}`, err);
-  }
+  return openConnected(new ZooKeeperBackend(zooKeeperOptions(url, options)), options, (err) =>
+    unavailable('zookeeper', `connect to ${redact(url)}`, err),
+  );
 }
