@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import { InvalidArgumentError, LockLostError, UnsupportedError, type Locker, type LockInfo, type WatchEvent } from '../../../src/index.js';
 import { eventually, lossOf, waitingOn } from '../../helpers.js';
 import { T, type SuiteContext } from '../suite.js';
-import { otherProcessCases } from './processes.js';
+import { expectListedHolder, otherProcessCases } from './processes.js';
 
 /** Every lock under `prefix`, page by page (asserting that no page is larger than `limit`). */
 async function listAll(locker: Locker, prefix: string, limit = 100): Promise<LockInfo[]> {
@@ -54,14 +54,8 @@ function sameProcessCases({ client, id, caps }: SuiteContext): void {
     const ctl = new AbortController();
     const waiting = waiter.lock(lockId, { signal: ctl.signal, fair: caps.fair });
     await queued;
-    const [listed, ...rest] = (await client().list({ prefix: lockId })).locks;
-    assert.equal(rest.length, 0);
-    assert.equal(listed?.lockId, lockId);
-    assert.equal(listed.kind, 'mutex');
-    const h = listed.holders[0];
-    assert.equal(h?.token, lock.token);
-    assert.deepEqual(h.identity, { host: hostname(), pid: process.pid, name: 'conf-holder', meta: { role: 'holder' } });
-    if (h.acquiredAt !== undefined && h.leaseEndsAt !== undefined) assert.ok(h.leaseEndsAt > h.acquiredAt);
+    const identity = { host: hostname(), pid: process.pid, name: 'conf-holder', meta: { role: 'holder' } };
+    await expectListedHolder(client(), lockId, lock.token, identity);
     if (caps.fair) {
       await eventually('the waiter is listed', async () => (await holder.inspect(lockId)).queue.length === 1);
       const w = (await holder.inspect(lockId)).queue[0];

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { hostname } from 'node:os';
-import type { WatchEvent } from '../../../src/index.js';
+import type { Identity, Locker, WatchEvent } from '../../../src/index.js';
 import { eventually, waitingOn } from '../../helpers.js';
 import { otherProcess } from '../children.js';
 import { T, type SuiteContext } from '../suite.js';
@@ -16,6 +16,21 @@ export function otherProcessCases(ctx: SuiteContext, url: string): void {
   watchCase(ctx, url);
 }
 
+/**
+ * The listing under `lockId` is that one mutex, its holder carrying `token` and `identity`
+ * (and, where the engine reports both times, a lease that ends after it began).
+ */
+export async function expectListedHolder(locker: Locker, lockId: string, token: bigint, identity: Identity): Promise<void> {
+  const [listed, ...rest] = (await locker.list({ prefix: lockId })).locks;
+  assert.equal(rest.length, 0);
+  assert.equal(listed?.lockId, lockId);
+  assert.equal(listed.kind, 'mutex');
+  const h = listed.holders[0];
+  assert.equal(h?.token, token);
+  assert.deepEqual(h.identity, identity);
+  if (h.acquiredAt !== undefined && h.leaseEndsAt !== undefined) assert.ok(h.leaseEndsAt > h.acquiredAt);
+}
+
 function holderCase({ client, id, caps }: SuiteContext, url: string): void {
   test('a holder in another process is listed with its identity and token, beside a waiter', T, async () => {
     const lockId = id('who');
@@ -27,14 +42,8 @@ function holderCase({ client, id, caps }: SuiteContext, url: string): void {
     const ctl = new AbortController();
     const waiting = waiter.lock(lockId, { signal: ctl.signal, fair: caps.fair });
     await queued;
-    const [listed, ...rest] = (await client().list({ prefix: lockId })).locks;
-    assert.equal(rest.length, 0);
-    assert.equal(listed?.lockId, lockId);
-    assert.equal(listed.kind, 'mutex');
-    const h = listed.holders[0];
-    assert.equal(h?.token, BigInt(held.token));
-    assert.deepEqual(h.identity, { host: hostname(), pid: other.pid, name: 'conf-holder', meta: { role: 'holder' } });
-    if (h.acquiredAt !== undefined && h.leaseEndsAt !== undefined) assert.ok(h.leaseEndsAt > h.acquiredAt);
+    const identity = { host: hostname(), pid: other.pid, name: 'conf-holder', meta: { role: 'holder' } };
+    await expectListedHolder(client(), lockId, BigInt(held.token), identity);
     if (caps.fair) {
       await eventually('the waiter is listed', async () => (await client().list({ prefix: lockId })).locks[0]?.queue?.length === 1);
       const w = (await client().list({ prefix: lockId })).locks[0]?.queue?.[0];
