@@ -1,10 +1,11 @@
 /**
  * The Sentinel failover double grant (docs/backends/redis.md, "What it assumes, and what
- * breaks when the assumption fails"), reproduced deterministically: the replica follows the master through a fault proxy, the proxy is cut
- * before the grant (so the replica never has it), the master is killed, Sentinel promotes the
- * replica, and a second client is granted the same lock while the first still holds it.
- * Then the fenced resource (a separate Redis, `locksmith-dlm/fenced`) refuses the stale
- * holder, because the new holder's token is above the old one.
+ * breaks when the assumption fails"), reproduced deterministically: the replica follows the
+ * master through a fault proxy, the proxy is cut before the grant (so the replica never has
+ * it), the master is killed, Sentinel promotes the replica, and a second client is granted
+ * the same lock while the first still holds it. Then the fenced resource (a separate Redis,
+ * `locksmith-dlm/fenced`) refuses the stale holder, because the new holder's token is above
+ * the old one.
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
