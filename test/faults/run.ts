@@ -6,13 +6,13 @@
  * the soak (`npm run faults`).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startFaultProxy, startFencedStore, type FaultProxy, type FenceMode, type FencedStore } from '../../src/testing.js';
-import { aptInstall, type RunningServer } from '../../scripts/servers/harness.js';
+import { faketimeLibrary, type RunningServer } from '../../scripts/servers/harness.js';
 import { check, type Figures } from './checker.js';
 import { FAULTS, faketimeOffset, type Fault, type FaultName, type NemesisContext, type WorkerHandle } from './nemesis.js';
 import { endpointsOf, withEndpoints, type FaultProfile } from './profiles.js';
@@ -45,15 +45,6 @@ export type RunResult =
   (Figures & { readonly skipped?: undefined; readonly clients: number; readonly wallMs: number }) | { readonly skipped: string };
 
 const here = dirname(fileURLToPath(import.meta.url));
-
-/** libfaketime's preload library, installed with the harness when missing. */
-async function faketimeLibrary(): Promise<string> {
-  await aptInstall('faketime', ['faketime']);
-  for (const dir of readdirSync('/usr/lib').map((d) => join('/usr/lib', d, 'faketime', 'libfaketime.so.1'))) {
-    if (existsSync(dir)) return dir;
-  }
-  throw new Error('libfaketime.so.1 not found after installing faketime');
-}
 
 interface Fleet {
   readonly workers: WorkerHandle[];
