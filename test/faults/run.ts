@@ -12,10 +12,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startFaultProxy, startFencedStore, type FaultProxy, type FenceMode, type FencedStore } from '../../src/testing.js';
-import { faketimeLibrary, type RunningServer } from '../../scripts/servers/harness.js';
+import { faketimeLibrary, type RunningServer, type ServerClock } from '../../scripts/servers/harness.js';
 import { check, type Figures } from './checker.js';
 import { FAULTS, faketimeOffset, type Fault, type FaultName, type NemesisContext, type WorkerHandle } from './nemesis.js';
 import { endpointsOf, withEndpoints, type FaultProfile } from './profiles.js';
+import { startClockedServer } from './server-clock.js';
 import type { WorkerConfig } from './worker.js';
 
 /** One run. */
@@ -75,7 +76,7 @@ function fleet(spec: RunSpec, store: FencedStore, lockId: string, clockDir: stri
         ttlMs: p.ttlMs,
         lockDelayMs: p.lockDelayMs,
         fair: p.fair ?? false,
-        criticalMs: spec.criticalMs ?? p.criticalMs,
+        criticalMs: spec.criticalMs ?? offset.criticalMs?.(p) ?? p.criticalMs,
         maxOps: spec.maxOps ?? Number.MAX_SAFE_INTEGER,
       };
       let clock: WorkerHandle['clock'];
@@ -128,11 +129,25 @@ function noteStuck(store: FencedStore, workers: readonly WorkerHandle[]): void {
   }
 }
 
-/** Run one fault against one backend and check the history. */
+/**
+ * Run one fault against one backend and check the history. A server-clock fault runs on an
+ * engine of its own, started on a clock it can step (test/faults/server-clock.ts).
+ */
 export async function runFault(spec: RunSpec): Promise<RunResult> {
   const fault: Fault = FAULTS[spec.fault];
   const why = fault.skip(spec.profile, spec.server !== undefined);
   if (why) return { skipped: why };
+  if (!fault.serverClock) return runChecked(spec, fault, undefined);
+  const clocked = await startClockedServer(spec.profile, fault.serverClock.fakeMonotonic);
+  try {
+    return await runChecked({ ...spec, url: clocked.server.url, server: clocked.server }, fault, clocked.clock);
+  } finally {
+    await clocked.stop();
+  }
+}
+
+/** Workers, the nemesis and the checker, once `spec`'s engine serves. */
+async function runChecked(spec: RunSpec, fault: Fault, serverClock: ServerClock | undefined): Promise<RunResult> {
   const clockDir = fault.clockOffsetMs ? mkdtempSync(join(tmpdir(), 'locksmith-clock-')) : undefined;
   const libfaketime = clockDir ? await faketimeLibrary() : undefined;
   const store = await startFencedStore({ mode: spec.mode });
@@ -158,6 +173,7 @@ export async function runFault(spec: RunSpec): Promise<RunResult> {
       profile: spec.profile,
       server: spec.server,
       store,
+      ...(serverClock ? { serverClock } : {}),
       running: () => !stopped,
       async holder() {
         const name = store.currentHolder();
