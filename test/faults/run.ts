@@ -107,9 +107,12 @@ function fleet(spec: RunSpec, store: FencedStore, lockId: string, clockDir: stri
 }
 
 async function nemesisLoop(ctx: NemesisContext, spec: RunSpec, until: number): Promise<void> {
-  // Let the workers start (a tsx process takes a second or more on a loaded machine).
-  while (performance.now() < until && ctx.store.history().every((e) => e.op !== 'begin')) await sleep(50);
-  while (performance.now() < until) {
+  // Let the workers start (a tsx process takes a second or more on a loaded machine; a fresh
+  // engine, as a server-clock run starts, longer): the faults get at least half the run after
+  // the first section began, not none when the start took the whole run.
+  while (performance.now() < until + 60_000 && ctx.store.history().every((e) => e.op !== 'begin')) await sleep(50);
+  const end = Math.max(until, performance.now() + spec.durationMs / 2);
+  while (performance.now() < end) {
     await FAULTS[spec.fault].inject(ctx);
     await sleep(100 + Math.random() * 200);
   }
