@@ -98,8 +98,7 @@ function serverClockFault(fakeMonotonic: boolean, step: (ctx: NemesisContext, cl
   return {
     skip: (profile, managed) => (managed ? serverClockSkip(profile) : 'the engine was not started by this run'),
     serverClock: { fakeMonotonic },
-    mayDoubleGrant:
-      'a server that ends leases by its own clock ends them early when that clock runs ahead (docs/guarantees.md, "When a server\'s clock jumps")',
+    mayDoubleGrant: `a server that ends leases by its own clock ends them early when that clock runs ahead (docs/guarantees.md, "When a server's clock jumps")`,
     criticalMs: (profile) => profile.ttlMs,
     async inject(ctx) {
       const w = await ctx.holder();
