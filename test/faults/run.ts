@@ -47,6 +47,10 @@ export type RunResult =
 
 const here = dirname(fileURLToPath(import.meta.url));
 
+// libfaketime's preload library now lives in the server harness (servers start on fake clocks
+// too); re-exported for the tests that take it from here.
+export { faketimeLibrary };
+
 interface Fleet {
   readonly workers: WorkerHandle[];
   readonly exited: Promise<unknown>[];
