@@ -1,6 +1,7 @@
-/** The service over file:// (docs/serve.md): the API cases. */
+/** The service over file:// (docs/serve.md): the API and election cases. */
 import { after, before } from 'node:test';
 import { apiCases } from './api-cases.js';
+import { electionCases } from './election-cases.js';
 import { fileUrl, startService, type Service } from './service.js';
 
 let service: Service;
@@ -11,3 +12,4 @@ after(async () => {
   await service.close();
 });
 apiCases(() => service.base);
+electionCases(() => service);
