@@ -29,6 +29,7 @@ const HEARTBEAT_MS = 15_000;
 
 /** The participant value: given, else the session's name made storable as one. */
 export function participantValue(given: string | undefined, sessionName: string): string {
+  // eslint-disable-next-line no-control-regex -- NUL is exactly what no backend stores
   const value = given ?? [...sessionName.replace(/[#\u0000]/g, '_')].slice(0, S.MAX_VALUE_BYTES).join('');
   if (Buffer.byteLength(value) <= S.MAX_VALUE_BYTES) return value;
   if (given !== undefined) throw new ServeError(400, 'INVALID_ARGUMENT', `value must be at most ${S.MAX_VALUE_BYTES} UTF-8 bytes`);

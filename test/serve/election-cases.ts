@@ -25,7 +25,15 @@ function elections(base: string) {
 }
 
 /** Register the cases against the service at `svc().base`, over `svc().locker`'s backend. */
-export function electionCases(svc: () => { base: string; locker: Locker }): void {
+export function electionCases(svc: () => Svc): void {
+  termCases(svc);
+  observeCases(svc);
+  badInputCases(svc);
+}
+
+type Svc = { base: string; locker: Locker };
+
+function termCases(svc: () => Svc): void {
   test('campaign, leader, a second campaign waits, resign hands leadership on with a greater token', T, async () => {
     const c = client(svc().base);
     const e = elections(svc().base);
@@ -67,7 +75,9 @@ export function electionCases(svc: () => { base: string; locker: Locker }): void
     const retried = await e.campaign(name, { session: other, requestId: 'c-1' });
     assert.equal(retried.body.token, next.body.token, 'a retried campaign answers the same term');
   });
+}
 
+function observeCases(svc: () => Svc): void {
   test('observe streams the leader, then each change; the library sees the same election', T, async () => {
     const c = client(svc().base);
     const e = elections(svc().base);
@@ -100,7 +110,9 @@ export function electionCases(svc: () => { base: string; locker: Locker }): void
       await election.resign();
     }
   });
+}
 
+function badInputCases(svc: () => Svc): void {
   test('election bad input is a 4xx { code, message }; a fuzz leaves the leader leading', T, async () => {
     const c = client(svc().base);
     const e = elections(svc().base);
