@@ -65,14 +65,16 @@ export class History {
     const list = this.#entries.get(e.lockId) ?? [];
     this.#entries.delete(e.lockId);
     const i = e.identity;
-    list.push({
+    const entry: HandoffEntry = {
       at: e.at,
       type: e.type as HandoffEntry['type'],
       holder: i === undefined ? e.ownerId : i.pid === 0 ? i.name : `${i.name} ${i.pid}@${i.host}`,
       ownerId: e.ownerId,
       kind: e.kind,
       ...(e.token === undefined ? {} : { token: e.token.toString() }),
-    });
+    };
+    const at = successorOf(list, entry);
+    list.splice(at, 0, at < list.length ? { ...entry, at: Math.min(entry.at, list[at]?.at ?? entry.at) } : entry);
     if (list.length > this.#limits.perLock) list.splice(0, list.length - this.#limits.perLock);
     this.#entries.set(e.lockId, list);
     if (this.#entries.size > this.#limits.locks) this.#entries.delete(this.#entries.keys().next().value as string);
@@ -103,6 +105,23 @@ export class History {
       if (this.#watch === stop) this.#watch = undefined;
     })();
   }
+}
+
+/**
+ * Where an ended exclusive hold goes: before the acquisitions of greater tokens already
+ * recorded. A watch reports a hand-off seen at once as the new hold first, at its own start,
+ * and the end at the moment it was seen; an exclusive hold ended no later than the next one
+ * began, so it is placed, and timed, before it.
+ */
+function successorOf(list: readonly HandoffEntry[], ended: HandoffEntry): number {
+  let at = list.length;
+  if (ended.type === 'acquired' || (ended.kind !== 'mutex' && ended.kind !== 'write') || ended.token === undefined) return at;
+  while (at > 0) {
+    const prev = list[at - 1];
+    if (prev?.type !== 'acquired' || prev.token === undefined || BigInt(prev.token) <= BigInt(ended.token)) break;
+    at -= 1;
+  }
+  return at;
 }
 
 const entry = {

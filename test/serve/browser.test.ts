@@ -156,6 +156,8 @@ test("a lock's page: holder, waiters in order and its recent hand-offs, live", T
   });
   const rows = await tableRows('lv-handoffs');
   assert.deepEqual(rows[0]?.slice(1), ['released', 'dave', second.token], 'newest first');
+  const at = (event: string, holder: string): number => rows.findIndex((r) => r[1] === event && r[2] === holder);
+  assert.ok(at('released', 'carol') > at('acquired', 'dave'), "carol's release shows before dave's acquire");
   assert.match(rows[0]?.[0] ?? '', /^\d\d:\d\d:\d\d\.\d{3}$/);
   await page.screenshot({ path: 'test-results/serve-lock-page.png' });
   await page.click('#lockview a');
