@@ -69,7 +69,7 @@ export interface RedisBackendOptions {
 /**
  * Clock-rate allowance on a hand-off's proof (the locker's default `driftFactor`): the proof
  * runs on the server's clock over a span that began at the last attempt (docs/backends/redis.md,
- * "Holding on receipt").
+ * "Waiting by notification").
  */
 const PROOF_DRIFT = 0.01;
 
