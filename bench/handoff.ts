@@ -8,8 +8,9 @@
  * engine (redis / redis fair) run in alternating rounds.
  *
  * Engines: memory file redis redis-fair redlock zookeeper etcd cassandra postgres mysql
- * mysql-poll nats, or `all` (every one but cassandra, a heavy JVM: name it to run it).
- * `mysql-poll` is mysql with its server-side wake-ups off (`?bells=0`, the poll alone).
+ * mysql-ab nats, or `all` (every one but cassandra, a heavy JVM: name it to run it, and
+ * mysql-ab). `mysql-ab` runs mysql and mysql with its server-side wake-ups off (`?bells=0`,
+ * the poll alone) in alternating rounds of one run.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -39,7 +40,10 @@ interface Started {
 
 /** What each engine name starts and measures (servers come from the test harness, scripts/servers/). */
 const ENGINES: Record<string, { readonly start: () => Promise<Started>; readonly variants: readonly Variant[] }> = {
-  memory: { start: () => Promise.resolve({ url: 'memory://bench-handoff', stop: async () => undefined }), variants: [{ name: 'memory', local: true }] },
+  memory: {
+    start: () => Promise.resolve({ url: 'memory://bench-handoff', stop: async () => undefined }),
+    variants: [{ name: 'memory', local: true }],
+  },
   file: {
     start: async () => {
       const dir = await mkdtemp(join(tmpdir(), 'locksmith-handoff-'));
@@ -48,24 +52,39 @@ const ENGINES: Record<string, { readonly start: () => Promise<Started>; readonly
     variants: [{ name: 'file' }],
   },
   redis: { start: server(async () => (await import('../scripts/servers/redis.js')).startRedis()), variants: [{ name: 'redis' }] },
-  'redis-fair': { start: server(async () => (await import('../scripts/servers/redis.js')).startRedis()), variants: [{ name: 'redis fair', fair: true }] },
+  'redis-fair': {
+    start: server(async () => (await import('../scripts/servers/redis.js')).startRedis()),
+    variants: [{ name: 'redis fair', fair: true }],
+  },
   redlock: { start: server(async () => (await import('../scripts/servers/redlock.js')).startRedlock()), variants: [{ name: 'redlock' }] },
   zookeeper: {
     start: server(async () => (await import('../scripts/servers/zookeeper.js')).startZooKeeper(), '/locksmith-handoff'),
     variants: [{ name: 'zookeeper' }],
   },
-  etcd: { start: server(async () => (await import('../scripts/servers/etcd.js')).startEtcd(), '?prefix=handoff/'), variants: [{ name: 'etcd' }] },
+  etcd: {
+    start: server(async () => (await import('../scripts/servers/etcd.js')).startEtcd(), '?prefix=handoff/'),
+    variants: [{ name: 'etcd' }],
+  },
   cassandra: {
     start: server(async () => (await import('../scripts/servers/cassandra.js')).startCassandra(), '?create=true'),
     variants: [{ name: 'cassandra' }],
   },
-  postgres: { start: server(async () => (await import('../scripts/servers/postgres.js')).startPostgres(), '?migrate=true'), variants: [{ name: 'postgres' }] },
-  mysql: { start: server(async () => (await import('../scripts/servers/mariadb.js')).startMariaDb(), '?migrate=true'), variants: [{ name: 'mysql' }] },
-  'mysql-poll': {
-    start: server(async () => (await import('../scripts/servers/mariadb.js')).startMariaDb(), '?migrate=true'),
-    variants: [{ name: 'mysql poll', query: 'bells=0' }],
+  postgres: {
+    start: server(async () => (await import('../scripts/servers/postgres.js')).startPostgres(), '?migrate=true'),
+    variants: [{ name: 'postgres' }],
   },
-  nats: { start: server(async () => (await import('../scripts/servers/nats.js')).startNats(), '?bucket=handoff'), variants: [{ name: 'nats' }] },
+  mysql: {
+    start: server(async () => (await import('../scripts/servers/mariadb.js')).startMariaDb(), '?migrate=true'),
+    variants: [{ name: 'mysql' }],
+  },
+  'mysql-ab': {
+    start: server(async () => (await import('../scripts/servers/mariadb.js')).startMariaDb(), '?migrate=true'),
+    variants: [{ name: 'mysql' }, { name: 'mysql, poll only', query: 'bells=0' }],
+  },
+  nats: {
+    start: server(async () => (await import('../scripts/servers/nats.js')).startNats(), '?bucket=handoff'),
+    variants: [{ name: 'nats' }],
+  },
 };
 
 function server(start: () => Promise<{ url: string; stop(): Promise<void> }>, suffix = ''): () => Promise<Started> {
@@ -87,7 +106,8 @@ const ALL_VARIANTS = Object.values(ENGINES).flatMap((e) => e.variants);
 /** The engines named on the command line (`all`: every one but cassandra); engines of one server run together. */
 function requested(): string[] {
   const args = process.argv.slice(2).filter((a) => a !== '--');
-  const names = args.length === 0 || args.includes('all') ? Object.keys(ENGINES).filter((n) => n !== 'cassandra') : args;
+  const names =
+    args.length === 0 || args.includes('all') ? Object.keys(ENGINES).filter((n) => n !== 'cassandra' && n !== 'mysql-ab') : args;
   for (const n of names) if (!ENGINES[n]) throw new Error(`unknown engine '${n}' (${Object.keys(ENGINES).join(', ')}, all)`);
   return names;
 }
@@ -106,7 +126,9 @@ async function measure(name: string, rounds: number): Promise<void> {
     const results = await benchLatencies(contenders, { cycles: 0, rounds: 0, handoffRounds: rounds, handoff: { budgetMs: 120_000 } });
     for (const [variant, r] of results) {
       const cmd = `npm run bench:handoff -- ${name}`;
-      console.log(`| ${variant} | 1 | ${fmt(r.handoff.p50)} | ${fmt(r.handoff.p99)} | ${fmt(r.handoff.release.p50)} | ${r.handoff.n} | \`${cmd}\` |`);
+      console.log(
+        `| ${variant} | 1 | ${fmt(r.handoff.p50)} | ${fmt(r.handoff.p99)} | ${fmt(r.handoff.release.p50)} | ${r.handoff.n} | \`${cmd}\` |`,
+      );
       if (r.handoffRemote)
         console.log(
           `| ${variant} | 2 | ${fmt(r.handoffRemote.p50)} | ${fmt(r.handoffRemote.p99)} | ${fmt(r.handoffRemote.release.p50)} | ${r.handoffRemote.n} | \`${cmd}\` |`,

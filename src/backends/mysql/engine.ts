@@ -6,6 +6,7 @@
  */
 import type { Pool, PoolConnection, ResultSetHeader } from 'mysql2/promise';
 import { causeCode } from '../kit.js';
+import type { Bells } from './bells.js';
 import { big, micros } from '../sql/statements.js';
 import type { LockRow, SqlEngine, SqlResult, SqlTables, SqlTx, Stmt } from '../sql/types.js';
 
@@ -22,6 +23,8 @@ export interface MysqlEngineOptions {
   readonly ownsPool: boolean;
   /** The pool allows several statements per query (`multipleStatements`): one round trip per batch. */
   readonly batch: boolean;
+  /** Server-side wake-ups of waiters in other processes (bells.ts); absent: they poll. */
+  readonly bells?: Bells | undefined;
 }
 
 type Packet = ResultSetHeader | Record<string, unknown>[];
@@ -88,6 +91,9 @@ export class MysqlEngine implements SqlEngine {
 
   async transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
     const conn = await this.#pool.getConnection();
+    const bells = this.#options.bells;
+    /** Bell connections the announcements found: rung once the transaction committed. */
+    const ring: number[] = [];
     let begun = false;
     let committed = false;
     let broken = false;
@@ -106,6 +112,7 @@ export class MysqlEngine implements SqlEngine {
         const all: Stmt[] = [...(first ? [BEGIN] : []), ...stmts, ...(commit ? [COMMIT] : [])];
         const skip = first ? 1 : 0;
         const results = this.#options.batch ? await batch(conn, all) : await sequence(conn, all);
+        bells?.found(all, results, ring);
         if (commit) committed = true;
         return results.slice(skip, skip + stmts.length);
       },
@@ -113,6 +120,7 @@ export class MysqlEngine implements SqlEngine {
     try {
       const result = await work(tx);
       if (begun && !committed) await conn.query('COMMIT');
+      if (ring.length > 0) bells?.ring(ring);
       return result;
     } catch (err) {
       if (begun) {
@@ -154,9 +162,15 @@ export class MysqlEngine implements SqlEngine {
     return { token: big(r['token']), seq: big(r['seq']), nowUs: micros(r['now_us']) };
   }
 
-  announce(): Stmt[] {
-    // No notifications in MySQL: other clients find out by their poll.
-    return [];
+  announce(lockId: string): Stmt[] {
+    // No notifications in MySQL: the first waiter is rung if it sleeps on its bell, else it polls.
+    const bells = this.#options.bells;
+    return bells ? [bells.announce(this.tables.queue, NOW_US, lockId)] : [];
+  }
+
+  /** Sleep on the server until a commit rings waiter `seq` (true), or `ms` pass (false); undefined: no bell (poll). */
+  bell(lockId: string, seq: bigint, ms: number, signal: AbortSignal): Promise<boolean | undefined> {
+    return this.#options.bells?.wait(lockId, seq, ms, signal) ?? Promise.resolve(undefined);
   }
 
   onChange(): void {
@@ -181,6 +195,7 @@ export class MysqlEngine implements SqlEngine {
   }
 
   async close(): Promise<void> {
+    await this.#options.bells?.close();
     if (this.#options.ownsPool) await this.#pool.end();
   }
 }

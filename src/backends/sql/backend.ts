@@ -32,7 +32,7 @@ import { decide, nextExpiryMs, US, view, type LockView } from './state.js';
 import { big, micros, parseState, Statements, text } from './statements.js';
 import type { HolderRow, LockRow, SqlEngine, SqlResult, SqlTicket, SqlTx, Stmt } from './types.js';
 import { QueueKeepalive } from './keepalive.js';
-import { sharedWakeups, Wakeups } from './wakeups.js';
+import { sharedWakeups, waitWithBell, Wakeups } from './wakeups.js';
 import { Sweeper } from './sweep.js';
 
 /** Options of a {@link SqlBackend}. */
@@ -233,7 +233,11 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
       return;
     }
     for (let ahead = ticket.ahead; ;) {
-      const woken = await this.#wakeups.wait(lockId, ticket.seq, this.#pollFor(ticket, ahead), signal);
+      const ms = this.#pollFor(ticket, ahead);
+      const bell = ahead === 0 ? this.#engine.bell?.bind(this.#engine) : undefined;
+      const woken = await (bell
+        ? waitWithBell(this.#wakeups, bell, lockId, ticket.seq, ms, signal)
+        : this.#wakeups.wait(lockId, ticket.seq, ms, signal));
       if (woken || !ticket.exclusive || ahead === 0) return logWake(this.#log, lockId, woken ? 'notification' : 'poll', since);
       const p = await this.#position(lockId, ticket.seq);
       if (p === undefined || p.ahead === 0 || !p.live) return logWake(this.#log, lockId, 'poll', since);

@@ -80,6 +80,12 @@ export interface SqlEngine {
   touched?(lockId: string): Stmt[];
   /** The ids under `prefix` as they are touched, `null` once listening and after each reconnect (absent: watches poll). */
   changes?(prefix: string, signal: AbortSignal): AsyncIterable<string | null>;
+  /**
+   * Block on the server until a commit announcing `lockId` rings waiter `seq` (true), `ms`
+   * pass (false) or `signal` aborts; undefined when it could not (then the waiter polls).
+   * Absent: the engine has no server-side wait (docs/backends/mysql.md, "Waiting").
+   */
+  bell?(lockId: string, seq: bigint, ms: number, signal: AbortSignal): Promise<boolean | undefined>;
   /** True when the engine delivers notifications (LISTEN/NOTIFY). */
   readonly notifies: boolean;
   /** A lock wait that timed out, a deadlock, a serialization failure: try again. */
