@@ -86,4 +86,22 @@ describe('mysql: wake-ups across processes', () => {
       await holder.close();
     }
   });
+
+  test('close() does not wait for a waiter sleeping on its bell (a 60 s poll)', { timeout: 30_000 }, async () => {
+    const url = `${server.url}?migrate=true&pollMs=60000`;
+    const holder = createLocker(url, { ttlMs: 60_000 });
+    const waiter = createLocker(url, { ttlMs: 60_000 });
+    const lockId = `my:close:${randomBytes(4).toString('hex')}`;
+    try {
+      const held = await holder.lock(lockId);
+      const pending = waiter.lock(lockId).catch((err: unknown) => err);
+      await bellArmed();
+      // The bell's SLEEP would end after 45–75 s: close() must not queue behind it.
+      await waiter.close();
+      assert.ok((await pending) instanceof Error);
+      await held.release();
+    } finally {
+      await holder.close();
+    }
+  });
 });

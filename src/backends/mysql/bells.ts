@@ -32,6 +32,15 @@ const sleepingByScope = new Map<string, Set<number>>();
 /** An abandoned sleep is ended this much later: out of the way of the attempt that follows the wake-up. */
 const ABANDON_KILL_MS = 5;
 
+/** Close a connection now (it may be closed already). */
+function drop(conn: PoolConnection): void {
+  try {
+    conn.destroy();
+  } catch {
+    // Already gone.
+  }
+}
+
 /** The bells of one backend: its own small pool of waiting connections. */
 export class Bells {
   readonly #waitPool: Pool;
@@ -42,8 +51,11 @@ export class Bells {
   readonly #stmts = new WeakSet<Stmt>();
   /** Bell connections of this process sleeping on this scope. */
   readonly #sleeping: Set<number>;
+  /** This backend's bell connections now in use (destroyed on close: a sleep would hold up the pool's end). */
+  readonly #armed = new Set<PoolConnection>();
   #inUse = 0;
   #denied = false;
+  #closed = false;
 
   /**
    * @param waitPool connections that only ever sleep on a bell (`limit` of them at most)
@@ -100,11 +112,12 @@ export class Bells {
    * aborts; undefined when no bell could be armed (all in use, or the server refused).
    */
   async wait(lockId: string, seq: bigint, ms: number, signal: AbortSignal): Promise<boolean | undefined> {
-    if (this.#inUse >= this.#limit || signal.aborted) return undefined;
+    if (this.#closed || this.#inUse >= this.#limit || signal.aborted) return undefined;
     this.#inUse += 1;
     let conn: PoolConnection | undefined;
     try {
       conn = await this.#waitPool.getConnection();
+      this.#armed.add(conn);
       return await this.#sleep(conn, `${this.#prefix(lockId)}${seq}`, ms, signal);
     } catch {
       return undefined;
@@ -142,18 +155,24 @@ export class Bells {
 
   /** Give the name back and the connection to the pool, in the background (a late kill may interrupt it: then drop the connection). */
   #unarm(conn: PoolConnection, name: string): void {
+    if (this.#closed) return void (this.#inUse -= 1);
     conn
       .query('DO RELEASE_LOCK(?)', [name])
       .then(
         () => conn.release(),
-        () => conn.destroy(),
+        () => drop(conn),
       )
       .finally(() => {
+        this.#armed.delete(conn);
         this.#inUse -= 1;
       });
   }
 
+  /** Drop the bell connections (their sleeps end on the server by themselves) and end the pool. */
   async close(): Promise<void> {
+    this.#closed = true;
+    for (const conn of this.#armed) drop(conn);
+    this.#armed.clear();
     if (this.#sleeping.size === 0 && sleepingByScope.get(this.#scope) === this.#sleeping) sleepingByScope.delete(this.#scope);
     await this.#waitPool.end();
   }

@@ -233,11 +233,8 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
       return;
     }
     for (let ahead = ticket.ahead; ;) {
-      const ms = this.#pollFor(ticket, ahead);
       const bell = ahead === 0 ? this.#engine.bell?.bind(this.#engine) : undefined;
-      const woken = await (bell
-        ? waitWithBell(this.#wakeups, bell, lockId, ticket.seq, ms, signal)
-        : this.#wakeups.wait(lockId, ticket.seq, ms, signal));
+      const woken = await waitWithBell(this.#wakeups, bell, lockId, ticket.seq, this.#pollFor(ticket, ahead), signal);
       if (woken || !ticket.exclusive || ahead === 0) return logWake(this.#log, lockId, woken ? 'notification' : 'poll', since);
       const p = await this.#position(lockId, ticket.seq);
       if (p === undefined || p.ahead === 0 || !p.live) return logWake(this.#log, lockId, 'poll', since);

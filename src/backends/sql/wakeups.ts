@@ -96,16 +96,18 @@ type Bell = (lockId: string, seq: bigint, ms: number, signal: AbortSignal) => Pr
 /**
  * A first waiter's sleep where the engine can wake it across processes: {@link BELL_GRACE_MS}
  * on the local registry alone, then the local registry and the engine's bell together, the
- * first to wake wins (the other is abandoned). Resolves true when woken, false when `ms` passed.
+ * first to wake wins (the other is abandoned). Without a bell, the local registry alone.
+ * Resolves true when woken, false when `ms` passed.
  */
 export async function waitWithBell(
   wakeups: Wakeups,
-  bell: Bell,
+  bell: Bell | undefined,
   lockId: string,
   seq: bigint,
   ms: number,
   signal: AbortSignal,
 ): Promise<boolean> {
+  if (!bell) return wakeups.wait(lockId, seq, ms, signal);
   const grace = Math.min(BELL_GRACE_MS, ms);
   if (await wakeups.wait(lockId, seq, grace, signal)) return true;
   const rest = ms - grace;
