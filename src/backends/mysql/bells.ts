@@ -77,10 +77,10 @@ export class Bells {
     return `lsb:${createHash('sha1').update(this.#scope).update('\0').update(lockId).digest('hex').slice(0, 32)}:`;
   }
 
-  /** The statement that finds the connection of `lockId`'s first live waiter, if it sleeps on its bell. */
+  /** The statement that reads `lockId`'s first live waiter (`seq`) and the connection of its bell, if it sleeps on one (`bell`). */
   announce(queueTable: string, nowSql: string, lockId: string): Stmt {
     const stmt: Stmt = {
-      sql: `SELECT IS_USED_LOCK(CONCAT(?, seq)) AS bell FROM ${queueTable} WHERE lock_id = ? AND expires_us > ${nowSql} ORDER BY seq LIMIT 1`,
+      sql: `SELECT seq, IS_USED_LOCK(CONCAT(?, seq)) AS bell FROM ${queueTable} WHERE lock_id = ? AND expires_us > ${nowSql} ORDER BY seq LIMIT 1`,
       params: [this.#prefix(lockId), lockId],
     };
     this.#stmts.add(stmt);

@@ -2,7 +2,8 @@
  * The MySQL/MariaDB half of the SQL backend: `mysql2` transactions at READ COMMITTED (no gap
  * locks, so one lock id never blocks another) with a short `innodb_lock_wait_timeout`, the
  * lock row taken by an upsert, the clock read by the next statement (after the lock). No
- * notifications: waiters poll (docs/backends/mysql.md, "Waiting").
+ * notifications: waiters poll, and a first waiter may sleep on its bell, which the commits
+ * that concern it ring (bells.ts; docs/backends/mysql.md, "Waiting").
  */
 import type { Pool, PoolConnection, ResultSetHeader } from 'mysql2/promise';
 import { causeCode } from '../kit.js';
@@ -166,6 +167,11 @@ export class MysqlEngine implements SqlEngine {
     // No notifications in MySQL: the first waiter is rung if it sleeps on its bell, else it polls.
     const bells = this.#options.bells;
     return bells ? [bells.announce(this.tables.queue, NOW_US, lockId)] : [];
+  }
+
+  /** The head read and the bell lookup in one statement (no extra statement on a release). */
+  announceHead(lockId: string): Stmt | undefined {
+    return this.#options.bells?.announce(this.tables.queue, NOW_US, lockId);
   }
 
   /** Sleep on the server until a commit rings waiter `seq` (true), or `ms` pass (false); undefined: no bell (poll). */

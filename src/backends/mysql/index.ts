@@ -1,8 +1,9 @@
 /**
  * `mysql://user:password@host:port/database?table=locksmith&migrate=true` (or `mariadb://`) —
  * lease rows in MySQL/MariaDB: expiry on the database's clock, fencing tokens from the lock
- * row, a fair queue table, a bounded jittered poll for waiting (MySQL has no notifications),
- * nothing bound to a session. See docs/backends/mysql.md.
+ * row, a fair queue table; waiting by a bounded jittered poll (MySQL has no notifications)
+ * and, for a first waiter, a server-side sleep that a release in another process ends
+ * (bells.ts); no lock bound to a session. See docs/backends/mysql.md.
  */
 import mysql from 'mysql2/promise';
 import { InvalidArgumentError, redact, secretsOf, unavailable, UrlParams, type Backend, type ConnectOptions } from '../kit.js';

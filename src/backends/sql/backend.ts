@@ -352,8 +352,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     value: (rs: readonly SqlResult[]) => T,
   ): Promise<T> {
     const lockStmts = this.#engine.lockRow(lockId);
-    const tail =
-      changed === NEVER ? [] : [this.#st.head(lockId), ...this.#engine.announce(lockId), ...(this.#engine.touched?.(lockId) ?? [])];
+    const tail = changed === NEVER ? [] : [...this.#announceHead(lockId), ...(this.#engine.touched?.(lockId) ?? [])];
     const rs = await this.#engine.transaction((tx) => tx.run([...lockStmts, ...stmts, ...tail], true));
     const mine = rs.slice(lockStmts.length, lockStmts.length + stmts.length);
     if (changed(mine)) {
@@ -361,6 +360,12 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
       this.#wakeups.wake(lockId, head === undefined ? undefined : big(head));
     }
     return value(mine);
+  }
+
+  /** The first live waiter's `seq` (the first result) and the announcement: one statement where the engine folds them. */
+  #announceHead(lockId: string): Stmt[] {
+    const folded = this.#engine.announceHead?.(lockId);
+    return folded ? [folded] : [this.#st.head(lockId), ...this.#engine.announce(lockId)];
   }
 
   async inspect(lockId: string): Promise<LockState> {

@@ -74,6 +74,12 @@ export interface SqlEngine {
    * first now (none without notifications, or when nobody waits).
    */
   announce(lockId: string): Stmt[];
+  /**
+   * One statement that reads the first live waiter's `seq` (as a column of that name) and
+   * announces the change, where both are needed; undefined or absent: the shared head read,
+   * then {@link announce}.
+   */
+  announceHead?(lockId: string): Stmt | undefined;
   /** Deliver notifications: a lock id and its first waiter, or `undefined` when some may have been missed. */
   onChange(listener: (lockId: string | undefined, head: bigint | undefined) => void): void;
   /** Statements that tell watchers, on commit, that the holders or queue of `lockId` were written (absent: nobody is told). */
