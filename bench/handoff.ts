@@ -1,6 +1,6 @@
 /**
  * `npm run bench:handoff -- <engine>...` — hand-off latency of locksmith on each engine, by
- * one method (docs/benchmarks.md, "Hand-off per backend"): a holder and a waiter; the waiter
+ * one method (docs/benchmarks.md, "Headline: hand-off latency per backend"): a holder and a waiter; the waiter
  * calls `lock()` and is left idle 20–50 ms; the holder calls `release()`; the figure is from
  * that call to the waiter's `lock()` resolving, 60 rounds (BENCH_HANDOFF_ROUNDS), p50/p99 —
  * with the waiter in this process, and in a second process (the script forks itself). The
