@@ -9,8 +9,8 @@
  *
  * Engines: memory file redis redis-fair redlock zookeeper etcd cassandra postgres mysql
  * mysql-ab nats, or `all` (every one but cassandra, a heavy JVM: name it to run it, and
- * mysql-ab). `mysql-ab` runs mysql and mysql with its server-side wake-ups off (`?bells=0`,
- * the poll alone) in alternating rounds of one run.
+ * mysql-ab). `mysql-ab` runs mysql, mysql with its server-side wake-ups off (`?bells=0`,
+ * the poll alone) and the poll alone at 10 ms in alternating rounds of one run.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -79,7 +79,11 @@ const ENGINES: Record<string, { readonly start: () => Promise<Started>; readonly
   },
   'mysql-ab': {
     start: server(async () => (await import('../scripts/servers/mariadb.js')).startMariaDb(), '?migrate=true'),
-    variants: [{ name: 'mysql' }, { name: 'mysql, poll only', query: 'bells=0' }],
+    variants: [
+      { name: 'mysql' },
+      { name: 'mysql, poll only', query: 'bells=0' },
+      { name: 'mysql, poll only, pollMs=10', query: 'bells=0&pollMs=10' },
+    ],
   },
   nats: {
     start: server(async () => (await import('../scripts/servers/nats.js')).startNats(), '?bucket=handoff'),

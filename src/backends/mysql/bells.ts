@@ -47,6 +47,8 @@ export class Bells {
   readonly #killPool: Pool;
   readonly #limit: number;
   readonly #scope: string;
+  /** Whether a live (or lock-delayed) hold of the id remains: `?` is the lock id. */
+  readonly #held: string;
   /** Bell statements of announcements, to find their results among the others. */
   readonly #stmts = new WeakSet<Stmt>();
   /** Bell connections of this process sleeping on this scope. */
@@ -61,12 +63,14 @@ export class Bells {
    * @param waitPool connections that only ever sleep on a bell (`limit` of them at most)
    * @param killPool where the KILL QUERY of a ring is sent
    * @param scope database and tables: the named locks are server-wide
+   * @param holders the holders table, and the database's clock in µs (SQL)
    */
-  constructor(waitPool: Pool, killPool: Pool, limit: number, scope: string) {
+  constructor(waitPool: Pool, killPool: Pool, limit: number, scope: string, holders: { table: string; nowSql: string }) {
     this.#waitPool = waitPool;
     this.#killPool = killPool;
     this.#limit = limit;
     this.#scope = scope;
+    this.#held = `EXISTS (SELECT 1 FROM ${holders.table} WHERE lock_id = ? AND expires_us + lock_delay_ms * 1000 > ${holders.nowSql})`;
     const sleeping = sleepingByScope.get(scope) ?? new Set<number>();
     sleepingByScope.set(scope, sleeping);
     this.#sleeping = sleeping;
@@ -118,7 +122,7 @@ export class Bells {
     try {
       conn = await this.#waitPool.getConnection();
       this.#armed.add(conn);
-      return await this.#sleep(conn, `${this.#prefix(lockId)}${seq}`, ms, signal);
+      return await this.#sleep(conn, lockId, `${this.#prefix(lockId)}${seq}`, ms, signal);
     } catch {
       return undefined;
     } finally {
@@ -127,7 +131,7 @@ export class Bells {
     }
   }
 
-  async #sleep(conn: PoolConnection, name: string, ms: number, signal: AbortSignal): Promise<boolean | undefined> {
+  async #sleep(conn: PoolConnection, lockId: string, name: string, ms: number, signal: AbortSignal): Promise<boolean | undefined> {
     const id = conn.threadId;
     let asleep = true;
     // Abandoned (woken locally, aborted): end the sleep so that the connection comes back.
@@ -139,9 +143,16 @@ export class Bells {
     signal.addEventListener('abort', stop, { once: true });
     this.#sleeping.add(id);
     try {
-      // GET_LOCK first: SLEEP only once the name is ours (1 when a KILL QUERY ended it, 0 when the time ran out).
-      const [rows] = await conn.query('SELECT IF(GET_LOCK(?, 0) = 1, SLEEP(?), -1) AS rung', [name, ms / 1000]);
+      // GET_LOCK first, then the holders: a release that committed before the name was taken
+      // (and so could not find it) shows as no hold left, and the waiter attempts at once (-2)
+      // instead of sleeping through its poll. SLEEP gives 1 when a KILL QUERY ended it.
+      const [rows] = await conn.query(`SELECT IF(GET_LOCK(?, 0) = 1, IF(${this.#held}, SLEEP(?), -2), -1) AS rung`, [
+        name,
+        lockId,
+        ms / 1000,
+      ]);
       const rung = Number((rows as Record<string, unknown>[])[0]?.['rung'] ?? -1);
+      if (rung === -2) return true;
       return rung < 0 ? undefined : rung === 1;
     } catch (err) {
       if (causeCode(err) === INTERRUPTED) return true;

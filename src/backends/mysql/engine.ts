@@ -57,7 +57,8 @@ async function sequence(conn: PoolConnection, stmts: readonly Stmt[]): Promise<S
   return out;
 }
 
-const NOW_US = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`;
+/** The database's clock in µs since 1970 (UTC), read when evaluated. */
+export const NOW_US = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`;
 const TRANSIENT = new Set(['ER_LOCK_WAIT_TIMEOUT', 'ER_LOCK_DEADLOCK']);
 const BEGIN: Stmt = { sql: 'START TRANSACTION', params: [] };
 const COMMIT: Stmt = { sql: 'COMMIT', params: [] };

@@ -11,7 +11,7 @@ import { missingColumns, missingTable, SqlBackend } from '../sql/backend.js';
 import { tablesOf } from '../sql/statements.js';
 import { sqlUrlParts } from '../sql/url.js';
 import { Bells } from './bells.js';
-import { MysqlEngine } from './engine.js';
+import { MysqlEngine, NOW_US } from './engine.js';
 import { migrateMysql, type MysqlQueryable } from './schema.js';
 
 export { mysqlDdl, type MysqlQueryable } from './schema.js';
@@ -153,7 +153,10 @@ async function open(pool: mysql.Pool, config: mysql.PoolOptions | undefined, o: 
   // The bells' own pool: a sleeping waiter never takes a connection the operations need.
   const bells =
     config && limit > 0
-      ? new Bells(mysql.createPool({ ...config, connectionLimit: limit, multipleStatements: false }), pool, limit, scope)
+      ? new Bells(mysql.createPool({ ...config, connectionLimit: limit, multipleStatements: false }), pool, limit, scope, {
+          table: tables.holders,
+          nowSql: NOW_US,
+        })
       : undefined;
   const engine = new MysqlEngine(pool, { tables, batch: ownsPool, lockTimeoutMs: o.lockTimeoutMs ?? 2_000, ...variables, ownsPool, bells });
   // Lockers of this process on the same tables wake each other's head at once (no poll).
