@@ -23,6 +23,14 @@ test('GET /v1/locks/{id}/history: the hand-offs this replica saw since it began 
   assert.deepEqual([first.status, first.body.lockId, first.body.handoffs], [200, 'hist/a', []]);
   assert.equal(typeof first.body.since, 'number');
   const s = await c.session(10_000, 'historian');
+  // The first request starts the replica's watch; changes before its first listing are not
+  // history. Until a change of another lock shows, the watch is not in place yet.
+  const warm = `/v1/locks/${encodeURIComponent('hist/warm')}/history`;
+  await eventually('the watch is in place', async () => {
+    const h = await c.acquire('hist/warm', { session: s });
+    await c.release('hist/warm', s, h.body.token);
+    return ((await call(service.base, 'GET', warm)).body.handoffs as unknown[]).length > 0;
+  });
   let held = await c.acquire('hist/a', { session: s });
   const entries = async (): Promise<{ type: string; holder: string; token: string }[]> =>
     (await call(service.base, 'GET', path)).body.handoffs as { type: string; holder: string; token: string }[];
