@@ -7,7 +7,8 @@
  */
 import mysql from 'mysql2/promise';
 import { InvalidArgumentError, redact, secretsOf, unavailable, UrlParams, type Backend, type ConnectOptions } from '../kit.js';
-import { missingColumns, missingTable, SqlBackend } from '../sql/backend.js';
+import { SqlBackend } from '../sql/backend.js';
+import { missingColumns, missingTable } from '../sql/errors.js';
 import { tablesOf } from '../sql/statements.js';
 import { sqlUrlParts } from '../sql/url.js';
 import { Bells } from './bells.js';

@@ -6,7 +6,8 @@
  */
 import pg from 'pg';
 import { InvalidArgumentError, redact, secretsOf, unavailable, UrlParams, type Backend, type ConnectOptions } from '../kit.js';
-import { missingColumns, missingTable, SqlBackend } from '../sql/backend.js';
+import { SqlBackend } from '../sql/backend.js';
+import { missingColumns, missingTable } from '../sql/errors.js';
 import { tablesOf } from '../sql/statements.js';
 import { sqlUrlParts } from '../sql/url.js';
 import { PgEngine } from './engine.js';

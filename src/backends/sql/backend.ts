@@ -7,9 +7,7 @@
  */
 import {
   backendLog,
-  BackendUnavailableError,
   exclusiveKind,
-  failureCode,
   InvalidArgumentError,
   LockLostError,
   logRoundTrips,
@@ -34,6 +32,8 @@ import type { HolderRow, LockRow, SqlEngine, SqlResult, SqlTicket, SqlTx, Stmt }
 import { QueueKeepalive } from './keepalive.js';
 import { sharedWakeups, waitWithBell, Wakeups } from './wakeups.js';
 import { Sweeper } from './sweep.js';
+import { retryLost, retryTransaction, type RetryContext } from './retry.js';
+import { missingColumns, missingTable } from './errors.js';
 
 /** Options of a {@link SqlBackend}. */
 export interface SqlBackendOptions {
@@ -57,8 +57,6 @@ const UNQUEUED_RETRY_MS = 20;
 const NEVER = (): boolean => false;
 /** A transient conflict in release is retried this many times. */
 const RELEASE_TRIES = 3;
-/** Attempts of a transaction that met connections the server had dropped (see #transaction). */
-const LOST_CONNECTION_TRIES = 5;
 
 /** What every SQL backend can do. */
 export function sqlCapabilities(notify: boolean): Capabilities {
@@ -79,6 +77,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   readonly #keepalive: QueueKeepalive;
   readonly #sweeper: Sweeper;
   readonly #log: Log;
+  readonly #retry: RetryContext;
   /** The ids under a prefix as their holders or queue change (only where the engine notifies; docs/backends/postgres.md, "Watching"). */
   readonly changes?: (req: { readonly prefix: string; readonly signal: AbortSignal }) => AsyncIterable<string | null>;
   #closed = false;
@@ -88,6 +87,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     this.#log = backendLog(engine.name);
     logRoundTrips(this, this.#log);
     this.#engine = engine;
+    this.#retry = { engine, closed: () => this.#closed, log: this.#log };
     this.#st = new Statements(engine.tables, engine.nowSql, engine.binaryId);
     const shared = options.scope === undefined ? undefined : sharedWakeups(`${engine.name}:${options.scope}`);
     this.#wakeups = shared?.wakeups ?? new Wakeups();
@@ -405,51 +405,14 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     }
   }
 
-  /**
-   * A transaction, run again on another connection when its first round trip failed because
-   * the connection was already gone: a pooled connection the server dropped (a restart, a
-   * kill) whose goodbye the driver had not read yet when the pool handed it out. Only when
-   * nothing can have been committed: the first round trip carried no COMMIT, or the work only
-   * reads (`readOnly`). A lost COMMIT may have happened, and is never repeated.
-   */
-  /** `call` (idempotent) again on a fresh connection when the server dropped the one it got. */
-  async #retryLost<T>(call: () => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await call();
-      } catch (err) {
-        if (attempt >= LOST_CONNECTION_TRIES || this.#closed || !this.#engine.isConnectionLost(err)) throw err;
-        if (this.#log.enabled) this.#log('connection dropped by the server (%s): once more on a fresh one', failureCode(err));
-      }
-      await new Promise<void>((resolve) => setImmediate(resolve));
-    }
+  /** `call` (idempotent) again on a fresh connection when the server dropped the one it got (retry.ts). */
+  #retryLost<T>(call: () => Promise<T>): Promise<T> {
+    return retryLost(this.#retry, call);
   }
 
-  async #transaction<T>(work: (tx: SqlTx) => Promise<T>, readOnly = false): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      let trips = 0;
-      let firstFailed = false;
-      let firstCommits = false;
-      const counted = (tx: SqlTx): SqlTx => ({
-        run: (stmts, commit) => {
-          trips += 1;
-          if (trips === 1) firstCommits = commit === true;
-          const sent = tx.run(stmts, commit);
-          if (trips === 1) sent.catch(() => (firstFailed = true));
-          return sent;
-        },
-      });
-      try {
-        return await this.#engine.transaction((tx) => work(counted(tx)));
-      } catch (err) {
-        const safe = trips === 1 && firstFailed && (readOnly || !firstCommits);
-        if (!safe || attempt >= LOST_CONNECTION_TRIES || this.#closed || !this.#engine.isConnectionLost(err)) throw err;
-        if (this.#log.enabled) this.#log('connection dropped by the server (%s): once more on a fresh one', failureCode(err));
-      }
-      // The pool's other dropped connections have their goodbye waiting in this same poll
-      // phase: let the driver read it (and the pool evict them) before taking another one.
-      await new Promise<void>((resolve) => setImmediate(resolve));
-    }
+  /** A transaction, run again on a fresh connection where that cannot repeat a COMMIT (retry.ts). */
+  #transaction<T>(work: (tx: SqlTx) => Promise<T>, readOnly = false): Promise<T> {
+    return retryTransaction(this.#retry, work, readOnly);
   }
 
   async close(): Promise<void> {
@@ -481,24 +444,4 @@ function holderOf(req: AcquireRequest<SqlTicket>, token: bigint, nowUs: number, 
   const { ownerId, kind, lockDelayMs, identity } = req;
   const permits = kind === 'semaphore' ? req.permits : 0;
   return { token, ownerId, kind, count: 1, permits, weight: req.weight ?? 1, expiresUs, lockDelayMs, identity, acquiredUs: nowUs };
-}
-
-/** The typed error for lock tables of an older version (without columns this version added), never migrated. */
-export function missingColumns(engine: string, table: string, cause: unknown): BackendUnavailableError {
-  return new BackendUnavailableError(
-    engine,
-    `${engine}: the lock tables ('${table}', …) lack columns of this version (identities, semaphore sizes): run migrate() from ` +
-      `'locksmith-dlm/${engine}' or add ?migrate=true to the URL (it adds them in place), see docs/backends/${engine}.md`,
-    { cause, context: { table, causeCode: 'MISSING_COLUMN' } },
-  );
-}
-
-/** The typed error for lock tables that were never created. */
-export function missingTable(engine: string, table: string, cause: unknown): BackendUnavailableError {
-  return new BackendUnavailableError(
-    engine,
-    `${engine}: the lock table '${table}' does not exist: run migrate() from 'locksmith-dlm/${engine}', ` +
-      `add ?migrate=true to the URL, or apply the DDL of docs/backends/${engine}.md`,
-    { cause, context: { table, causeCode: 'MISSING_TABLE' } },
-  );
 }
