@@ -384,7 +384,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
    * next extend. Our own deletions drop the hold first, so they are not reported.
    */
   #watchHeld(data: EtcdGrantData, seenAt: bigint): () => void {
-    const watcher = this.client.raw
+    const watcher = this.client
       .watch()
       .key(data.key)
       .startRevision((seenAt + 1n).toString())

@@ -25,7 +25,7 @@ export async function waitForChange(
     return;
   }
   signal.throwIfAborted();
-  const builder = client.raw.watch().startRevision((ticket.seenAt + 1n).toString());
+  const builder = client.watch().startRevision((ticket.seenAt + 1n).toString());
   const watcher = (spec.type === 'key' ? builder.key(spec.key) : builder.prefix(spec.prefix)).only('delete').watcher();
   watcher.on('error', () => undefined);
   const ctl = new AbortController();
