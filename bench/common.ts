@@ -102,7 +102,12 @@ export interface EngineRun {
    * The script (its `import.meta.filename`) and the engine URL: the hand-off row then also
    * runs its waiter in a second process, the script forked with {@link childOrMain}.
    */
-  readonly fork?: { readonly script: string; readonly url: string };
+  readonly fork?: {
+    readonly script: string;
+    readonly url: string;
+    /** Only these contenders get the second-process row (default all): a peer in a JVM cannot be forked. */
+    readonly only?: readonly string[];
+  };
 }
 
 /** Run every selected contender through the matrix and print the comparison. */
@@ -110,7 +115,8 @@ export async function runEngine(run: EngineRun): Promise<void> {
   const o = optionsFromEnv(run.defaults);
   const machine = machineInfo();
   const fork = run.fork;
-  const contenders = selected(run.contenders).map((c) => (fork ? forkedContender(c, fork.script, fork.url) : c));
+  const forked = (c: Contender): boolean => fork !== undefined && (fork.only === undefined || fork.only.includes(c.name));
+  const contenders = selected(run.contenders).map((c) => (fork && forked(c) ? forkedContender(c, fork.script, fork.url) : c));
   console.log(`engine: ${run.engine}`);
   console.log(`machine: ${machine.cpus} CPUs, ${machine.cpu}, node ${machine.node}, load average ${machine.load.toFixed(2)} at the start`);
   console.log(

@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { createLocker } from '../src/index.js';
 import { lockerContender, type BenchClient, type BenchHold, type Contender } from '../src/bench-matrix/index.js';
 import { startEtcd } from '../scripts/servers/etcd.js';
-import { main, runEngine } from './common.js';
+import { childOrMain, runEngine } from './common.js';
 
 const TTL_MS = 10_000;
 
@@ -67,14 +67,25 @@ async function etcdVersion(): Promise<string> {
   return /version:\s*(\S+)/.exec(stdout)?.[1] ?? '?';
 }
 
-main(async () => {
+/** Every library of the run on the cluster at `url` (also what a forked hand-off waiter makes). */
+function contenders(url: string): Contender[] {
+  const endpoints = url
+    .replace(/^etcd:\/\//, '')
+    .split(',')
+    .map((h) => `http://${h}`)
+    .join(',');
+  const locksmith = lockerContender('locksmith', () => createLocker(`${url}?prefix=bench/`, { ttlMs: TTL_MS }), true);
+  return [locksmith, etcdctl(endpoints)];
+}
+
+childOrMain(contenders, async () => {
   const tmpfs = process.env['BENCH_ETCD_TMPFS'] === '1';
   const etcd = await startEtcd({ memory: tmpfs });
   try {
-    const locksmith = lockerContender('locksmith', () => createLocker(`${etcd.url}?prefix=bench/`, { ttlMs: TTL_MS }), true);
     await runEngine({
       engine: `etcd ${await etcdVersion()} 3-member cluster, data on ${tmpfs ? 'tmpfs (no fsync)' : 'disk (fsync per write)'}`,
-      contenders: [locksmith, etcdctl(etcd.endpoints)],
+      contenders: contenders(etcd.url),
+      fork: { script: import.meta.filename, url: etcd.url },
       notes: [
         `ttl ${TTL_MS} ms; locksmith's recipe is FIFO; etcdctl lock: a process per acquisition, hot-lock rows up to 8, no keys or waiters row`,
       ],

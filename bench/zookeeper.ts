@@ -15,7 +15,7 @@ import { MODE, RC, ZkError } from '../src/backends/zookeeper/driver.js';
 import { lockerContender, type BenchClient, type Contender, type ServerProbe } from '../src/bench-matrix/index.js';
 import { fourLetter, installCurator, startZooKeeper, type RunningZooKeeper } from '../scripts/servers/zookeeper.js';
 import { CuratorJvm, curatorContender } from './zookeeper/curator.js';
-import { main, runEngine } from './common.js';
+import { childOrMain, runEngine } from './common.js';
 
 /** Wait for a change of `path` (or its absence), or the abort of `signal`. */
 function changeOf(s: ZkSession, path: string, signal: AbortSignal | undefined): Promise<void> {
@@ -80,28 +80,37 @@ function packetsProbe(server: RunningZooKeeper): ServerProbe {
   };
 }
 
-main(async () => {
-  const withCurator = process.env.BENCH_CURATOR !== '0';
-  const classpath = withCurator ? await installCurator() : '';
-  const server = await startZooKeeper({ nodes: 3 });
-  const jvm = withCurator ? new CuratorJvm(classpath, server.connectString) : undefined;
-  try {
-    await jvm?.ready;
-    const url = `zookeeper://${server.connectString}/bench?sessionTimeoutMs=10000`;
-    const locksmith = lockerContender('locksmith', () => createLocker(createZooKeeperBackend(url), { ttlMs: 10_000 }), true);
-    const contenders = [locksmith, ...(jvm ? [curatorContender(jvm)] : []), naive(server)];
-    await runEngine({
-      engine: `zookeeper (3-node ensemble, ${server.connectString})`,
-      contenders,
-      probe: packetsProbe(server),
-      probeCounts: "packets the ensemble receives (mntr's zk_packets_received, all nodes)",
-      notes: [
-        'session timeout 10 s for everybody; Curator: one JVM, each client its own session, requests over stdin/stdout',
-        'locksmith waits on its predecessor node (one notification per release); the plain lock wakes every waiter',
-      ],
-    });
-  } finally {
-    jvm?.stop();
-    await server.stop();
-  }
-});
+/** locksmith on the ensemble at `url` (also what a forked hand-off waiter makes). */
+function locksmith(url: string): Contender {
+  return lockerContender('locksmith', () => createLocker(createZooKeeperBackend(url), { ttlMs: 10_000 }), true);
+}
+
+childOrMain(
+  (url) => [locksmith(url)],
+  async () => {
+    const withCurator = process.env.BENCH_CURATOR !== '0';
+    const classpath = withCurator ? await installCurator() : '';
+    const server = await startZooKeeper({ nodes: 3 });
+    const jvm = withCurator ? new CuratorJvm(classpath, server.connectString) : undefined;
+    try {
+      await jvm?.ready;
+      const url = `zookeeper://${server.connectString}/bench?sessionTimeoutMs=10000`;
+      const contenders = [locksmith(url), ...(jvm ? [curatorContender(jvm)] : []), naive(server)];
+      await runEngine({
+        engine: `zookeeper (3-node ensemble, ${server.connectString})`,
+        contenders,
+        // Curator runs in one JVM, the plain lock needs the harness's handle: locksmith alone waits in a second process.
+        fork: { script: import.meta.filename, url, only: ['locksmith'] },
+        probe: packetsProbe(server),
+        probeCounts: "packets the ensemble receives (mntr's zk_packets_received, all nodes)",
+        notes: [
+          'session timeout 10 s for everybody; Curator: one JVM, each client its own session, requests over stdin/stdout',
+          'locksmith waits on its predecessor node (one notification per release); the plain lock wakes every waiter',
+        ],
+      });
+    } finally {
+      jvm?.stop();
+      await server.stop();
+    }
+  },
+);

@@ -74,7 +74,15 @@ async function fill(hosts: string[], prefix: string, n: number): Promise<Etcd3> 
     const success = Array.from({ length: Math.min(100, n - i) }, (_, j) => ({
       request_put: {
         key: Buffer.from(`${prefix}lock-${String(i + j).padStart(5, '0')}/${BigInt(lease.ID).toString(16)}`),
-        value: encodeValue({ kind: 'mutex', owner: randomBytes(8).toString('hex'), nonce: 'n', permits: 1, identity, at: Date.now() }),
+        value: encodeValue({
+          kind: 'mutex',
+          owner: randomBytes(8).toString('hex'),
+          nonce: 'n',
+          permits: 1,
+          identity,
+          at: Date.now(),
+          marks: false,
+        }),
         lease: lease.ID,
       },
     }));

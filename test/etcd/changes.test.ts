@@ -172,6 +172,8 @@ test('a lost watch stream is re-established and yields null again; changes go on
 test('aborting ends the iteration and cancels its watches', T, async () => {
   const url = isolated();
   const watching = createEtcdBackend(url);
+  // The idle watch that keeps the stream open comes with the first watch and stays until close.
+  watching.client.watch();
   const before = watchersOf(watching);
   const feeds = [follow(watching, ''), follow(watching, 'a/')];
   try {

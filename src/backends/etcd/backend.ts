@@ -32,7 +32,7 @@ import { LeaseHolds } from './lease-holds.js';
 import { encodeValue, lockPrefix, parseValue } from './layout.js';
 import { watchChanges, type ChangesRequest } from './changes.js';
 import { forceRelease, listPage, readLock, type ListPage, type ListRequest } from './observe.js';
-import { decide, holders, holding, type EtcdGrantData, type EtcdTicket, type Holder } from './recipe.js';
+import { decide, holders, holding, type EtcdGrantData, type EtcdTicket, type Holder, type WatchSpec } from './recipe.js';
 import { KeptAliveLease, type LeaseEnd } from './lease.js';
 import { waitForChange } from './wait.js';
 import { DelayLeases, delayKey, delayPrefix, deleteWithMarker, markerValue, phantoms, writeMarker } from './delay.js';
@@ -73,8 +73,25 @@ export const ETCD_CAPABILITIES: Capabilities = Object.freeze({
   weightedPermits: true,
 });
 
-/** The keys of a lock, its delay markers (docs/backends/etcd.md, "Lock-delay") and the revision read at. */
-type Listing = { readonly entries: Entry[]; readonly markers: Entry[]; readonly revision: bigint };
+/**
+ * The keys of a lock, its delay markers (docs/backends/etcd.md, "Lock-delay") and the revision
+ * read at; `complete` when every key older than ours is among the entries.
+ */
+type Listing = { readonly entries: Entry[]; readonly markers: Entry[]; readonly revision: bigint; readonly complete: boolean };
+
+/**
+ * The `last` watch of an exclusive waiter with exactly one key before its own, when that key's
+ * deletion alone makes us the holder: the listing is complete, no delay marker stands (no
+ * phantom holder), and that key says it writes none when it holds (a foreign key never does; a
+ * key of an older locksmith does not say, so it gets the plain watch and a re-listing).
+ */
+function lastBlocker(t: EtcdTicket, rev: bigint, keys: readonly Holder[], listing: Listing): WatchSpec | undefined {
+  if (!t.exclusive || !listing.complete || listing.markers.length > 0) return undefined;
+  const older = keys.filter((k) => k.createRevision < rev);
+  const only = older[0];
+  if (older.length !== 1 || only?.marks !== false) return undefined;
+  return { type: 'last', key: only.key, prefix: t.prefix, own: t.key };
+}
 
 /** etcd through the `etcd3` package's gRPC pool (see client.ts for why only its raw RPCs). */
 export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandonable {
@@ -180,6 +197,13 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
       t = undefined;
     }
     t ??= this.#newTicket(req, session);
+    if (t.heldAt !== undefined) {
+      // The wait saw the last key before ours deleted while ours stood: we hold at that
+      // revision, no listing needed (docs/backends/etcd.md, "The recipe").
+      const at = t.heldAt;
+      t.heldAt = undefined;
+      return this.#decide(req, t, { entries: [], markers: [], revision: at, complete: true }, start);
+    }
     for (let round = 0; round < 8; round++) {
       const listing = t.rev === undefined ? await this.#create(t) : await this.#check(t);
       if (listing) return this.#decide(req, t, listing, start);
@@ -204,11 +228,13 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
         weight: req.weight,
         identity: req.identity,
         at: Date.now(),
+        marks: req.lockDelayMs > 0,
       }),
       nonce,
       rev: undefined,
       watch: undefined,
       seenAt: 0n,
+      heldAt: undefined,
     };
     this.#rename(t);
     return t;
@@ -247,6 +273,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
         entries: entriesOf(keys?.response_range),
         markers: entriesOf(markers?.response_range),
         revision: BigInt(res.header.revision),
+        complete: keys?.response_range?.more !== true,
       };
     }
     const existing = entriesOf(res.responses[0]?.response_range)[0];
@@ -264,7 +291,12 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     const res = await this.client.txn('list', { compare: [createdAt(t.key, rev)], success: [listing, markers], failure: [] });
     if (res.succeeded) {
       const [keys, marks] = res.responses;
-      return { entries: entriesOf(keys?.response_range), markers: entriesOf(marks?.response_range), revision: BigInt(res.header.revision) };
+      return {
+        entries: entriesOf(keys?.response_range),
+        markers: entriesOf(marks?.response_range),
+        revision: BigInt(res.header.revision),
+        complete: keys?.response_range?.more !== true,
+      };
     }
     // Our place is gone: queue again, at the back.
     t.rev = undefined;
@@ -294,7 +326,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
       await this.#dropTicket(t);
       return { granted: false, contended: { ticket: undefined } };
     }
-    t.watch = d.watch;
+    t.watch = lastBlocker(t, rev, keys, listing) ?? d.watch;
     t.seenAt = listing.revision;
     return { granted: false, contended: { ticket: t } };
   }
@@ -352,7 +384,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
    * next extend. Our own deletions drop the hold first, so they are not reported.
    */
   #watchHeld(data: EtcdGrantData, seenAt: bigint): () => void {
-    const watcher = this.client.raw
+    const watcher = this.client
       .watch()
       .key(data.key)
       .startRevision((seenAt + 1n).toString())
@@ -368,6 +400,7 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     const { key, rev } = t;
     t.rev = undefined;
     t.watch = undefined;
+    t.heldAt = undefined;
     if (this.#closed) return;
     const compare =
       rev !== undefined

@@ -109,7 +109,7 @@ class ChangeFeed {
   }
 
   #watch(prefix: string): void {
-    const w = this.#client.raw.watch().prefix(prefix).watcher();
+    const w = this.#client.watch().prefix(prefix).watcher();
     this.#watchers.set(prefix, w);
     w.on('connected', () => {
       if (this.#closed) return;

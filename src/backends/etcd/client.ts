@@ -52,6 +52,8 @@ export class EtcdClient {
   readonly #hosts: string[];
   /** One client per member for the keep-alive stream, made on first use (see keepAliveStream). */
   readonly #single = new Map<number, Etcd3>();
+  /** The watch that keeps the package's watch stream open (see {@link EtcdClient.watch}). */
+  #keeper: { cancel(): Promise<void> } | undefined;
 
   constructor(opts: EtcdClientOptions) {
     this.#timeoutMs = opts.operationTimeoutMs;
@@ -69,6 +71,21 @@ export class EtcdClient {
         ...(opts.username !== undefined ? { auth: { username: opts.username, password: opts.password ?? '' } } : {}),
       });
     this.raw = this.#make(this.#hosts);
+  }
+
+  /**
+   * A watch builder on the package's one watch stream. The package tears that stream down
+   * when its last watch is cancelled and opens a new one for the next, which cost about a
+   * millisecond of every acquire and release (a holder watches its key, docs/backends/etcd.md,
+   * "Watch stream"): one idle watch on a key nobody writes keeps it open until `close()`.
+   */
+  watch(): ReturnType<Etcd3['watch']> {
+    if (!this.#keeper) {
+      const keeper = this.raw.watch().key(KEEPER_KEY).watcher();
+      keeper.on('error', () => undefined);
+      this.#keeper = keeper;
+    }
+    return this.raw.watch();
   }
 
   /** How many members the URL names. */
@@ -162,12 +179,17 @@ export class EtcdClient {
    * after it would not do: its pending `waitForReady` wakes a closed channel up again.
    */
   close(): void {
+    void this.#keeper?.cancel().catch(() => undefined);
+    this.#keeper = undefined;
     const clients = [this.raw, ...this.#single.values()];
     for (const s of clients.flatMap(grpcClientsOf)) s.close();
     for (const c of clients) c.close();
     this.#single.clear();
   }
 }
+
+/** The key of the idle watch that keeps the watch stream open: no locksmith key starts with NUL. */
+const KEEPER_KEY = '\u0000locksmith/watch-stream';
 
 /** The part of a gRPC client that closing needs. */
 interface GrpcClient {

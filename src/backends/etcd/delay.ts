@@ -61,7 +61,18 @@ export function phantoms(markers: readonly Entry[], keys: readonly Entry[]): Hol
     const permits = Number.isInteger(v.permits) && v.permits > 0 ? v.permits : 1;
     const kind = v.kind === 'read' || v.kind === 'write' || v.kind === 'semaphore' ? v.kind : 'mutex';
     const weight = Number.isInteger(v.weight) && (v.weight ?? 0) > 0 ? (v.weight as number) : 1;
-    out.push({ ...m, createRevision: rev, kind, permits, weight, owner: undefined, nonce: undefined, identity: undefined, at: undefined });
+    out.push({
+      ...m,
+      createRevision: rev,
+      kind,
+      permits,
+      weight,
+      owner: undefined,
+      nonce: undefined,
+      identity: undefined,
+      at: undefined,
+      marks: true,
+    });
   }
   return out;
 }

@@ -74,6 +74,11 @@ export interface KeyMeta {
   readonly identity: string | undefined;
   /** The writer's wall clock (epoch ms) when it sent the put: etcd keeps no time of its own. */
   readonly at: number | undefined;
+  /**
+   * Whether this key, once it holds, writes a lock-delay marker: false for keys of other tools
+   * (they never do), undefined for locksmith keys of older versions (not said: assume it may).
+   */
+  readonly marks: boolean | undefined;
 }
 
 /** What locksmith writes in a key's value. */
@@ -86,21 +91,32 @@ export interface ValueFields {
   readonly weight?: number;
   readonly identity: string;
   readonly at: number;
+  /** The hold writes a lock-delay marker (its request has a lock-delay). */
+  readonly marks: boolean;
 }
 
 const KINDS: readonly LockKind[] = ['mutex', 'read', 'write', 'semaphore'];
 
 /** The value of a locksmith key (JSON; Go's Mutex writes an empty value). */
 export function encodeValue(v: ValueFields): Buffer {
-  const { kind, owner, nonce, permits, identity, at } = v;
+  const { kind, owner, nonce, permits, identity, at, marks } = v;
   // weight only when above 1: the keys of single permits read as older versions wrote them.
   const weight = v.weight !== undefined && v.weight > 1 ? { weight: v.weight } : {};
-  return Buffer.from(JSON.stringify({ locksmith: 1, kind, owner, nonce, permits, ...weight, id: identity, at }));
+  return Buffer.from(JSON.stringify({ locksmith: 1, kind, owner, nonce, permits, ...weight, id: identity, at, marks }));
 }
 
 /** Read a key's value: anything that is not a locksmith value is an exclusive foreign holder. */
 export function parseValue(value: Buffer | undefined): KeyMeta {
-  const foreign: KeyMeta = { kind: 'mutex', owner: undefined, nonce: undefined, permits: 1, weight: 1, identity: undefined, at: undefined };
+  const foreign: KeyMeta = {
+    kind: 'mutex',
+    owner: undefined,
+    nonce: undefined,
+    permits: 1,
+    weight: 1,
+    identity: undefined,
+    at: undefined,
+    marks: false,
+  };
   if (!value || value.length === 0 || value[0] !== 0x7b) return foreign;
   try {
     const v = JSON.parse(value.toString('utf8')) as Record<string, unknown>;
@@ -112,7 +128,8 @@ export function parseValue(value: Buffer | undefined): KeyMeta {
     const weight = typeof v['weight'] === 'number' && Number.isInteger(v['weight']) && v['weight'] > 0 ? v['weight'] : 1;
     const identity = typeof v['id'] === 'string' ? v['id'] : undefined;
     const at = typeof v['at'] === 'number' && Number.isFinite(v['at']) ? v['at'] : undefined;
-    return { kind, owner, nonce, permits, weight, identity, at };
+    const marks = typeof v['marks'] === 'boolean' ? v['marks'] : undefined;
+    return { kind, owner, nonce, permits, weight, identity, at, marks };
   } catch {
     return foreign;
   }

@@ -18,8 +18,15 @@ import type { Entry } from './client.js';
 import { parseValue, type KeyMeta } from './layout.js';
 import type { KeptAliveLease } from './lease.js';
 
-/** What a waiting attempt watches next. */
-export type WatchSpec = { readonly type: 'key'; readonly key: string } | { readonly type: 'prefix'; readonly prefix: string };
+/**
+ * What a waiting attempt watches next. `last`: `key` is the last key before ours, so its
+ * deletion makes us the holder; the watch covers every key under `prefix` (deletions only) to
+ * see, in revision order, whether our own key went first (docs/backends/etcd.md, "The recipe").
+ */
+export type WatchSpec =
+  | { readonly type: 'key'; readonly key: string }
+  | { readonly type: 'prefix'; readonly prefix: string }
+  | { readonly type: 'last'; readonly key: string; readonly prefix: string; readonly own: string };
 
 /** The queue position a contended attempt leaves behind (the seam's `Ticket`). */
 export interface EtcdTicket {
@@ -39,6 +46,11 @@ export interface EtcdTicket {
   /** What to watch, and the revision of the listing it was chosen from. */
   watch: WatchSpec | undefined;
   seenAt: bigint;
+  /**
+   * Set by the wait of a `last` watch: the revision at which the last key before ours was
+   * deleted while ours still stood, which makes us the holder at that revision.
+   */
+  heldAt: bigint | undefined;
 }
 
 /** What a grant carries for extend and release (the seam's grant `Data`). */

@@ -25,15 +25,32 @@ export async function waitForChange(
     return;
   }
   signal.throwIfAborted();
-  const builder = client.raw.watch().startRevision((ticket.seenAt + 1n).toString());
+  const builder = client.watch().startRevision((ticket.seenAt + 1n).toString());
   const watcher = (spec.type === 'key' ? builder.key(spec.key) : builder.prefix(spec.prefix)).only('delete').watcher();
   watcher.on('error', () => undefined);
   const ctl = new AbortController();
   const stop = (): void => ctl.abort();
+  let done = false;
+  // A watch the package re-attaches after its stream dropped may skip events: no proof from it.
+  watcher.on('disconnected', () => {
+    if (spec.type !== 'last' || done) return;
+    done = true;
+    stop();
+  });
   const onAbort = (): void => ctl.abort();
   signal.addEventListener('abort', onAbort, { once: true });
   const unsubscribe = ticket.session.onEnd(stop);
-  watcher.on('delete', () => {
+  watcher.on('delete', (kv) => {
+    if (done) return;
+    if (spec.type === 'last') {
+      // One watch, so its events come in revision order: the last key before ours deleted
+      // while ours stood makes us the holder at that revision; a younger waiter leaving is
+      // nothing to us; our own key gone first sends the next attempt to re-list.
+      const key = kv.key.toString('utf8');
+      if (key === spec.key) ticket.heldAt = BigInt(kv.mod_revision);
+      else if (key !== spec.own) return;
+    }
+    done = true;
     notified();
     stop();
   });
@@ -41,6 +58,7 @@ export async function waitForChange(
     await sleep(FALLBACK_POLL_MS, ctl.signal).catch(() => undefined);
     signal.throwIfAborted();
   } finally {
+    done = true;
     signal.removeEventListener('abort', onAbort);
     unsubscribe();
     void watcher.cancel().catch(() => undefined);
