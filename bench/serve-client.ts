@@ -18,9 +18,9 @@ export interface ServiceProcess {
   stop(): Promise<void>;
 }
 
-/** Start `locksmith serve --backend URL` on a free loopback port (extra Node flags first, e.g. --cpu-prof). */
-export async function startServiceProcess(backend: string, nodeFlags: readonly string[] = []): Promise<ServiceProcess> {
-  const args = [...nodeFlags, '--import', 'tsx', MAIN, 'serve', '--backend', backend, '--listen', '127.0.0.1:0', '--insecure-local'];
+/** Start `locksmith serve --backend URL` on a free loopback port (extra Node flags first, e.g. --cpu-prof; `main`: another checkout's CLI). */
+export async function startServiceProcess(backend: string, nodeFlags: readonly string[] = [], main = MAIN): Promise<ServiceProcess> {
+  const args = [...nodeFlags, '--import', 'tsx', main, 'serve', '--backend', backend, '--listen', '127.0.0.1:0', '--insecure-local'];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '' } });
   const base = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).on('line', (line) => {

@@ -16,38 +16,53 @@ const CPU_SECONDS = env('CPU_SECONDS', 10);
 
 export const ms = (p: Percentiles): string => `${p.p50.toFixed(3)} / ${p.p99.toFixed(3)} ms`;
 
-/** (a) acquire + release: the library and the service, alternating rounds. */
-export async function rowA(locker: Locker, http: Http, session: string): Promise<void> {
-  const lib: number[] = [];
-  const svc: number[] = [];
-  const libRound = async (): Promise<void> => {
-    for (let i = 0; i < ITERATIONS; i++) {
-      const t = performance.now();
-      const lock = await locker.lock('bench-serve/a-lib');
-      await lock.release();
-      lib.push(performance.now() - t);
+/** A service under measure: its name in the output and a client of it. */
+export interface Target {
+  readonly name: string;
+  readonly http: Http;
+}
+
+/** Run `rounds` rounds of every contender, the order rotating each round; the samples of each. */
+async function alternate(contenders: readonly (() => Promise<number>)[], rounds: number, perRound: number): Promise<number[][]> {
+  const samples = contenders.map((): number[] => []);
+  for (const c of contenders) await c(); // warm-up, dropped
+  for (let r = 0; r < rounds; r++) {
+    for (let k = 0; k < contenders.length; k++) {
+      const i = (r + k) % contenders.length;
+      for (let n = 0; n < perRound; n++) samples[i]?.push(await contenders[i]!());
     }
-  };
-  const svcRound = async (): Promise<void> => {
-    for (let i = 0; i < ITERATIONS; i++) {
-      const t = performance.now();
-      const token = await http.acquire('bench-serve/a', session);
-      if (token === undefined) throw new Error('uncontended acquire refused');
-      await http.release('bench-serve/a', session, token);
-      svc.push(performance.now() - t);
-    }
-  };
-  await libRound(); // warm-up, dropped
-  await svcRound();
-  lib.length = 0;
-  svc.length = 0;
-  for (let r = 0; r < ROUNDS; r++) {
-    if (r % 2 === 0) await libRound().then(svcRound);
-    else await svcRound().then(libRound);
   }
-  const [l, s] = [percentiles(lib), percentiles(svc)];
+  return samples;
+}
+
+/** (a) acquire + release: the library and each service, alternating rounds. */
+export async function rowA(locker: Locker, targets: readonly Target[]): Promise<void> {
+  const lib = async (): Promise<number> => {
+    const t = performance.now();
+    const lock = await locker.lock('bench-serve/a-lib');
+    await lock.release();
+    return performance.now() - t;
+  };
+  const cycles = await Promise.all(
+    targets.map(async ({ http }) => {
+      const session = await http.session(120_000);
+      return async (): Promise<number> => {
+        const t = performance.now();
+        const token = await http.acquire('bench-serve/a', session);
+        if (token === undefined) throw new Error('uncontended acquire refused');
+        await http.release('bench-serve/a', session, token);
+        return performance.now() - t;
+      };
+    }),
+  );
+  const [l, ...s] = (await alternate([lib, ...cycles], ROUNDS, ITERATIONS)).map(percentiles);
+  if (!l) return;
   console.log(`(a) acquire+release, library: ${ms(l)} p50 / p99 (${l.n} cycles)`);
-  console.log(`(a) acquire+release, service: ${ms(s)} p50 / p99 (${s.n} cycles); service p50 − library p50 = ${(s.p50 - l.p50).toFixed(3)} ms (target ≤ 0.5)`);
+  s.forEach((p, i) =>
+    console.log(
+      `(a) acquire+release, ${targets[i]?.name}: ${ms(p)} p50 / p99 (${p.n} cycles); − library p50 = ${(p.p50 - l.p50).toFixed(3)} ms (target ≤ 0.5)`,
+    ),
+  );
 }
 
 const idle = (): Promise<unknown> => sleep(20 + Math.random() * 30);
@@ -84,22 +99,21 @@ async function libraryHandoff(a: Locker, b: Locker): Promise<number> {
   return answered - sent;
 }
 
-/** (b) hand-off p50/p99, the service's and the library's in alternating rounds. */
-export async function rowB(url: string, http: Http): Promise<void> {
+/** (b) hand-off p50/p99, each service's and the library's in alternating rounds. */
+export async function rowB(url: string, targets: readonly Target[]): Promise<void> {
   const [a, b] = [createLocker(url), createLocker(url)];
-  const [holder, waiter] = [await http.session(30_000), await http.session(30_000)];
-  const svc: number[] = [];
-  const lib: number[] = [];
-  await serviceHandoff(http, holder, waiter);
-  await libraryHandoff(a, b);
-  for (let i = 0; i < HANDOFFS; i++) {
-    if (i % 2 === 0) svc.push(await serviceHandoff(http, holder, waiter));
-    lib.push(await libraryHandoff(a, b));
-    if (i % 2 === 1) svc.push(await serviceHandoff(http, holder, waiter));
-  }
+  const services = await Promise.all(
+    targets.map(async ({ http }) => {
+      const [holder, waiter] = [await http.session(120_000), await http.session(120_000)];
+      return () => serviceHandoff(http, holder, waiter);
+    }),
+  );
+  const [lib, ...svc] = await alternate([() => libraryHandoff(a, b), ...services], HANDOFFS, 1);
   await Promise.all([a.close(), b.close()]);
-  console.log(`(b) hand-off, release sent → waiter answered, service: ${ms(percentiles(svc))} p50 / p99 (${svc.length}; target p50 ≤ 2 ms)`);
-  console.log(`(b) hand-off, release() called → waiter's lock() resolved, library: ${ms(percentiles(lib))} p50 / p99 (${lib.length})`);
+  svc.forEach((x, i) =>
+    console.log(`(b) hand-off, release sent → waiter answered, ${targets[i]?.name}: ${ms(percentiles(x))} p50 / p99 (${x.length}; target p50 ≤ 2 ms)`),
+  );
+  console.log(`(b) hand-off, release() called → waiter's lock() resolved, library: ${ms(percentiles(lib ?? []))} p50 / p99 (${lib?.length})`);
 }
 
 /** (c) SESSIONS sessions, one hold each, keeping alive once a second: the service's CPU. */
@@ -107,7 +121,7 @@ export async function rowC(service: ServiceProcess, http: Http): Promise<void> {
   const pid = service.child.pid ?? 0;
   const sessions: string[] = [];
   for (let i = 0; i < SESSIONS; i++) {
-    const s = await http.session(10_000);
+    const s = await http.session(60_000);
     await http.acquire(`bench-serve/c/${i}`, s);
     sessions.push(s);
   }
@@ -119,6 +133,7 @@ export async function rowC(service: ServiceProcess, http: Http): Promise<void> {
   const idlePct = await window();
   let stop = false;
   const latencies: number[] = [];
+  let failed = 0;
   const spacing = 1000 / SESSIONS;
   const driver = (async () => {
     const start = performance.now();
@@ -127,10 +142,10 @@ export async function rowC(service: ServiceProcess, http: Http): Promise<void> {
       const wait = due - performance.now();
       if (wait > 1) await sleep(wait);
       const t = performance.now();
-      void http.call('POST', `/v1/sessions/${sessions[n % SESSIONS] ?? ''}/keepalive`).then((r) => {
-        if (r.status !== 200) throw new Error(`keepalive: ${r.status} ${JSON.stringify(r.body)}`);
-        latencies.push(performance.now() - t);
-      });
+      void http.call('POST', `/v1/sessions/${sessions[n % SESSIONS] ?? ''}/keepalive`).then(
+        (r) => (r.status === 200 ? latencies.push(performance.now() - t) : (failed += 1)),
+        () => (failed += 1),
+      );
     }
   })();
   await sleep(3_000); // every session kept alive at least once before the window
@@ -140,8 +155,8 @@ export async function rowC(service: ServiceProcess, http: Http): Promise<void> {
   await driver;
   const kept = latencies.length / CPU_SECONDS;
   console.log(
-    `(c) ${SESSIONS} sessions (one hold each) keeping alive once a second: service CPU ${busyPct.toFixed(1)} % of one core ` +
-      `(idle ${idlePct.toFixed(1)} %; ${kept.toFixed(0)} keepalives/s answered, ${ms(percentiles(latencies))} p50 / p99; target ≤ 15 %)`,
+    `(c) ${SESSIONS} sessions (ttl 60 s, one hold each) keeping alive once a second: service CPU ${busyPct.toFixed(1)} % of one core ` +
+      `(idle ${idlePct.toFixed(1)} %; ${kept.toFixed(0)} keepalives/s answered, ${failed} failed, ${ms(percentiles(latencies))} p50 / p99; target ≤ 15 %)`,
   );
   for (const s of sessions) await http.call('DELETE', `/v1/sessions/${s}`);
 }

@@ -121,19 +121,23 @@ async function main(): Promise<void> {
   const prof = process.env.SERVE_CPU_PROF;
   const service = await startServiceProcess(url, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : []);
   const http = new Http(service.base);
+  // SERVE_BEFORE=<another checkout's src/cli/main.ts>: rows (a) and (b) also measure that
+  // service, in the same alternating rounds (before/after figures of a change).
+  const before = process.env.SERVE_BEFORE ? await startServiceProcess(url, [], process.env.SERVE_BEFORE) : undefined;
+  const targets = [{ name: 'service', http }, ...(before ? [{ name: 'service (before)', http: new Http(before.base) }] : [])];
   console.log(`backend: ${engine === 'redis' ? `redis (harness, ${url})` : url}; service ${service.base} (own process); node ${process.version}`);
   try {
     if (rows.includes('a')) {
       const locker = createLocker(url);
-      await rowA(locker, http, await http.session(120_000));
+      await rowA(locker, targets);
       await locker.close();
     }
-    if (rows.includes('b')) await rowB(url, http);
+    if (rows.includes('b')) await rowB(url, targets);
     if (rows.includes('c')) await rowC(service, http);
     if (rows.includes('d')) await rowD(http, service.base);
   } finally {
-    http.close();
-    await service.stop();
+    for (const t of targets) t.http.close();
+    await Promise.all([service.stop(), before?.stop()]);
     await redis?.stop();
   }
 }
