@@ -111,9 +111,13 @@ export async function rowB(url: string, targets: readonly Target[]): Promise<voi
   const [lib, ...svc] = await alternate([() => libraryHandoff(a, b), ...services], HANDOFFS, 1);
   await Promise.all([a.close(), b.close()]);
   svc.forEach((x, i) =>
-    console.log(`(b) hand-off, release sent → waiter answered, ${targets[i]?.name}: ${ms(percentiles(x))} p50 / p99 (${x.length}; target p50 ≤ 2 ms)`),
+    console.log(
+      `(b) hand-off, release sent → waiter answered, ${targets[i]?.name}: ${ms(percentiles(x))} p50 / p99 (${x.length}; target p50 ≤ 2 ms)`,
+    ),
   );
-  console.log(`(b) hand-off, release() called → waiter's lock() resolved, library: ${ms(percentiles(lib ?? []))} p50 / p99 (${lib?.length})`);
+  console.log(
+    `(b) hand-off, release() called → waiter's lock() resolved, library: ${ms(percentiles(lib ?? []))} p50 / p99 (${lib?.length})`,
+  );
 }
 
 /** (c) SESSIONS sessions, one hold each, keeping alive once a second: the service's CPU. */
@@ -160,4 +164,3 @@ export async function rowC(service: ServiceProcess, http: Http): Promise<void> {
   );
   for (const s of sessions) await http.call('DELETE', `/v1/sessions/${s}`);
 }
-

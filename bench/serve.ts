@@ -125,7 +125,9 @@ async function main(): Promise<void> {
   // service, in the same alternating rounds (before/after figures of a change).
   const before = process.env.SERVE_BEFORE ? await startServiceProcess(url, [], process.env.SERVE_BEFORE) : undefined;
   const targets = [{ name: 'service', http }, ...(before ? [{ name: 'service (before)', http: new Http(before.base) }] : [])];
-  console.log(`backend: ${engine === 'redis' ? `redis (harness, ${url})` : url}; service ${service.base} (own process); node ${process.version}`);
+  console.log(
+    `backend: ${engine === 'redis' ? `redis (harness, ${url})` : url}; service ${service.base} (own process); node ${process.version}`,
+  );
   try {
     if (rows.includes('a')) {
       const locker = createLocker(url);

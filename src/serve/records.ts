@@ -76,7 +76,14 @@ export class Records {
    * whose lease ends first first). Rolls at once (two replicas) may leave two fresh holders:
    * the next roll then finds the record full, removes the older one and writes again.
    */
-  async roll(lockId: string, ownerPrefix: string, ttlMs: number, identity: string, oldOwners: readonly string[], permits = 2): Promise<void> {
+  async roll(
+    lockId: string,
+    ownerPrefix: string,
+    ttlMs: number,
+    identity: string,
+    oldOwners: readonly string[],
+    permits = 2,
+  ): Promise<void> {
     if (!this.#semaphore) {
       await this.removeOwners(lockId, oldOwners);
       // Refused: another roll wrote the record in between, which renews it just as well.

@@ -58,8 +58,7 @@ export function sessionRoutes(app: FastifyInstance, deps: RouteDeps): void {
   });
   app.post('/v1/sessions/:id/keepalive', { schema: S.keepalive, config: LOCK }, async (request) => {
     const { id } = request.params as { id: string };
-    await ownSession(deps, request, id);
-    const r = await deps.sessions.keepalive(id);
+    const r = await deps.sessions.keepalive(id, await ownSession(deps, request, id));
     return { id, ttlMs: r.session.ttlMs, holds: r.holds, lost: r.lost.map((h) => ({ lockId: h.lockId, token: h.token.toString() })) };
   });
   app.delete('/v1/sessions/:id', { schema: S.deleteSession, config: LOCK }, async (request) => {

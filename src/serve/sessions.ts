@@ -130,13 +130,17 @@ export class Sessions {
     return n;
   }
 
-  /** Renew the record and extend every hold by the ttl; reports the holds that were gone. */
-  async keepalive(id: string): Promise<{ session: SessionInfo; holds: number; lost: HoldInfo[] }> {
-    const session = await this.get(id);
+  /**
+   * Renew the record and extend every hold by the ttl; reports the holds that were gone.
+   * `known`: the session as the route just read it (not read again).
+   */
+  async keepalive(id: string, known?: SessionInfo): Promise<{ session: SessionInfo; holds: number; lost: HoldInfo[] }> {
+    // The holds are read with the session: a hold made after this read has a whole ttl anyway.
+    const [session, current] = await Promise.all([known ?? this.get(id), this.holds(id)]);
     await this.#records.roll(sessionLock(id), id, session.ttlMs, sessionIdentity(session), session.owners);
     const lost: HoldInfo[] = [];
     let holds = 0;
-    for (const hold of await this.holds(id)) {
+    for (const hold of current) {
       try {
         await this.#backend.extend(hold.grant, session.ttlMs);
         holds += 1;
