@@ -17,6 +17,7 @@ import { check, type Figures } from './checker.js';
 import { FAULTS, faketimeOffset, type Fault, type FaultName, type NemesisContext, type WorkerHandle } from './nemesis.js';
 import { endpointsOf, withEndpoints, type FaultProfile } from './profiles.js';
 import type { WorkerConfig } from './worker.js';
+import type { GuardConfig } from './guard.js';
 
 /** One run. */
 export interface RunSpec {
@@ -38,6 +39,8 @@ export interface RunSpec {
   readonly criticalMs?: number;
   /** Cap on increments tried per worker process. @default unlimited */
   readonly maxOps?: number;
+  /** A `locksmith-dlm/fenced` helper each worker also writes through (./guard.ts). */
+  readonly guard?: GuardConfig;
 }
 
 /** A run's figures, or why the fault does not apply. */
@@ -47,7 +50,7 @@ export type RunResult =
 const here = dirname(fileURLToPath(import.meta.url));
 
 /** libfaketime's preload library, installed with the harness when missing. */
-async function faketimeLibrary(): Promise<string> {
+export async function faketimeLibrary(): Promise<string> {
   await aptInstall('faketime', ['faketime']);
   for (const dir of readdirSync('/usr/lib').map((d) => join('/usr/lib', d, 'faketime', 'libfaketime.so.1'))) {
     if (existsSync(dir)) return dir;
@@ -86,6 +89,7 @@ function fleet(spec: RunSpec, store: FencedStore, lockId: string, clockDir: stri
         fair: p.fair ?? false,
         criticalMs: spec.criticalMs ?? p.criticalMs,
         maxOps: spec.maxOps ?? Number.MAX_SAFE_INTEGER,
+        ...(spec.guard ? { guard: spec.guard } : {}),
       };
       let clock: WorkerHandle['clock'];
       const env = { ...process.env };
