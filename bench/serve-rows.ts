@@ -20,6 +20,7 @@ export const ms = (p: Percentiles): string => `${p.p50.toFixed(3)} / ${p.p99.toF
 export interface Target {
   readonly name: string;
   readonly http: Http;
+  readonly base: string;
 }
 
 /** Run `rounds` rounds of every contender, the order rotating each round; the samples of each. */

@@ -16,7 +16,9 @@
  *     rounds each of ROUND_SECONDS: the hand-off (release sent → next grant answered) p50/p99
  *     and grants a second.
  *
- * SERVE_CPU_PROF=DIR runs the service under --cpu-prof (profiles written to DIR on exit).
+ * SERVE_CPU_PROF=DIR runs the service under --cpu-prof (profiles written to DIR on exit);
+ * SERVE_BEFORE=<another checkout's src/cli/main.ts> adds that service to rows (a), (b) and (d),
+ * in the same alternating rounds (before/after figures of a change).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { get, type ClientRequest } from 'node:http';
@@ -26,19 +28,20 @@ import { createLocker } from '../src/index.js';
 import { percentiles } from '../src/bench-matrix/stats.js';
 import { startRedis } from '../scripts/servers/redis.js';
 import { Http, startServiceProcess } from './serve-client.js';
-import { env, ms, rowA, rowB, rowC } from './serve-rows.js';
+import { env, ms, rowA, rowB, rowC, type Target } from './serve-rows.js';
 
 const VIEWS = env('VIEWS', 100);
 const CONTENDERS = env('CONTENDERS', 64);
 const ROUND_SECONDS = env('ROUND_SECONDS', 5);
 const VIEW_ROUNDS = env('VIEW_ROUNDS', 4);
 
-/** The views process: opens VIEWS event streams on 'open', closes them on 'close'. */
-function viewsChild(base: string): void {
+/** The views process: opens VIEWS event streams to a service on 'open <base>', closes them on 'close'. */
+function viewsChild(): void {
   let open: ClientRequest[] = [];
   let events = 0;
   process.on('message', (m: string) => {
-    if (m === 'open') {
+    if (m.startsWith('open ')) {
+      const base = m.slice(5);
       let ready = 0;
       open = Array.from({ length: VIEWS }, () =>
         get(`${base}/v1/events?prefix=`, (res) => {
@@ -77,40 +80,59 @@ async function contend(http: Http, sessions: readonly string[]): Promise<{ gaps:
   return { gaps, grants };
 }
 
-/** (d) hand-off with CONTENDERS on one lock, without and with VIEWS event streams, alternating. */
-async function rowD(http: Http, base: string): Promise<void> {
-  const views: ChildProcess = fork(import.meta.filename, ['--views', base], { execArgv: ['--import', 'tsx'] });
-  const sessions = await Promise.all(Array.from({ length: CONTENDERS }, () => http.session(120_000)));
-  const none: number[] = [];
-  const viewed: number[] = [];
-  const grants = { none: 0, viewed: 0 };
-  let events = 0;
+/** What one service's rounds of (d) collected. */
+interface DState {
+  readonly target: Target;
+  readonly sessions: string[];
+  readonly none: number[];
+  readonly viewed: number[];
+  readonly grants: { none: number; viewed: number };
+  events: number;
+}
+
+/** One round of (d) on one service, with or without the views. */
+async function roundD(views: ChildProcess, d: DState, withViews: boolean): Promise<void> {
+  if (withViews) {
+    views.send(`open ${d.target.base}`);
+    await once(views, 'message');
+    await sleep(500);
+  }
+  const got = await contend(d.target.http, d.sessions);
+  (withViews ? d.viewed : d.none).push(...got.gaps);
+  d.grants[withViews ? 'viewed' : 'none'] += got.grants;
+  if (withViews) {
+    views.send('close');
+    const [m] = (await once(views, 'message')) as [string];
+    d.events += Number(m.split(' ')[1]);
+  }
+  for (const s of d.sessions) await d.target.http.call('POST', `/v1/sessions/${s}/keepalive`);
+}
+
+/** (d) hand-off with CONTENDERS on one lock, without and with VIEWS event streams, alternating (and across services). */
+async function rowD(targets: readonly Target[]): Promise<void> {
+  const views: ChildProcess = fork(import.meta.filename, ['--views'], { execArgv: ['--import', 'tsx'] });
+  const states: DState[] = [];
+  for (const target of targets) {
+    const sessions = await Promise.all(Array.from({ length: CONTENDERS }, () => target.http.session(120_000)));
+    states.push({ target, sessions, none: [], viewed: [], grants: { none: 0, viewed: 0 }, events: 0 });
+  }
   for (let r = 0; r < VIEW_ROUNDS * 2; r++) {
-    const withViews = r % 2 === 1;
-    if (withViews) {
-      views.send('open');
-      await once(views, 'message');
-      await sleep(500);
-    }
-    const got = await contend(http, sessions);
-    (withViews ? viewed : none).push(...got.gaps);
-    grants[withViews ? 'viewed' : 'none'] += got.grants;
-    if (withViews) {
-      views.send('close');
-      const [m] = (await once(views, 'message')) as [string];
-      events += Number(m.split(' ')[1]);
-    }
-    for (const s of sessions) await http.call('POST', `/v1/sessions/${s}/keepalive`);
+    for (let k = 0; k < states.length; k++) await roundD(views, states[(r + k) % states.length]!, r % 2 === 1);
   }
   views.send('exit');
-  const [a, b] = [percentiles(none), percentiles(viewed)];
   const secs = VIEW_ROUNDS * ROUND_SECONDS;
-  console.log(`(d) ${CONTENDERS} contenders, no views: hand-off ${ms(a)} p50 / p99, ${(grants.none / secs).toFixed(0)} grants/s`);
-  console.log(
-    `(d) ${CONTENDERS} contenders, ${VIEWS} views: hand-off ${ms(b)} p50 / p99, ${(grants.viewed / secs).toFixed(0)} grants/s ` +
-      `(${events} events delivered); slowdown p50 ${((b.p50 / a.p50 - 1) * 100).toFixed(1)} %, grants/s ${((1 - grants.viewed / grants.none) * 100).toFixed(1)} % (target ≤ 10 %)`,
-  );
-  for (const s of sessions) await http.call('DELETE', `/v1/sessions/${s}`);
+  for (const d of states) {
+    const [a, b] = [percentiles(d.none), percentiles(d.viewed)];
+    const name = d.target.name;
+    console.log(
+      `(d) ${name}, ${CONTENDERS} contenders, no views: hand-off ${ms(a)} p50 / p99, ${(d.grants.none / secs).toFixed(0)} grants/s`,
+    );
+    console.log(
+      `(d) ${name}, ${CONTENDERS} contenders, ${VIEWS} views: hand-off ${ms(b)} p50 / p99, ${(d.grants.viewed / secs).toFixed(0)} grants/s ` +
+        `(${d.events} events delivered); slowdown p50 ${((b.p50 / a.p50 - 1) * 100).toFixed(1)} %, grants/s ${((1 - d.grants.viewed / d.grants.none) * 100).toFixed(1)} % (target ≤ 10 %)`,
+    );
+    for (const s of d.sessions) await d.target.http.call('DELETE', `/v1/sessions/${s}`);
+  }
 }
 
 async function main(): Promise<void> {
@@ -121,10 +143,11 @@ async function main(): Promise<void> {
   const prof = process.env.SERVE_CPU_PROF;
   const service = await startServiceProcess(url, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : []);
   const http = new Http(service.base);
-  // SERVE_BEFORE=<another checkout's src/cli/main.ts>: rows (a) and (b) also measure that
-  // service, in the same alternating rounds (before/after figures of a change).
   const before = process.env.SERVE_BEFORE ? await startServiceProcess(url, [], process.env.SERVE_BEFORE) : undefined;
-  const targets = [{ name: 'service', http }, ...(before ? [{ name: 'service (before)', http: new Http(before.base) }] : [])];
+  const targets: Target[] = [
+    { name: 'service', http, base: service.base },
+    ...(before ? [{ name: 'service (before)', http: new Http(before.base), base: before.base }] : []),
+  ];
   console.log(
     `backend: ${engine === 'redis' ? `redis (harness, ${url})` : url}; service ${service.base} (own process); node ${process.version}`,
   );
@@ -136,7 +159,7 @@ async function main(): Promise<void> {
     }
     if (rows.includes('b')) await rowB(url, targets);
     if (rows.includes('c')) await rowC(service, http);
-    if (rows.includes('d')) await rowD(http, service.base);
+    if (rows.includes('d')) await rowD(targets);
   } finally {
     for (const t of targets) t.http.close();
     await Promise.all([service.stop(), before?.stop()]);
@@ -144,7 +167,7 @@ async function main(): Promise<void> {
   }
 }
 
-if (process.argv[2] === '--views') viewsChild(process.argv[3] ?? '');
+if (process.argv[2] === '--views') viewsChild();
 else
   main().then(
     () => process.exit(0),
