@@ -141,7 +141,8 @@ async function main(): Promise<void> {
   const redis = engine === 'redis' ? await startRedis() : undefined;
   const url = redis ? redis.url : engine === 'memory' ? 'memory://' : engine;
   const prof = process.env.SERVE_CPU_PROF;
-  const service = await startServiceProcess(url, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : []);
+  // SERVE_MAIN=<another checkout's src/cli/main.ts>: measure that service instead (row (c) of a change's before).
+  const service = await startServiceProcess(url, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : [], process.env.SERVE_MAIN);
   const http = new Http(service.base);
   const before = process.env.SERVE_BEFORE ? await startServiceProcess(url, [], process.env.SERVE_BEFORE) : undefined;
   const targets: Target[] = [
