@@ -19,7 +19,11 @@ export interface ServiceProcess {
 }
 
 /** Start `locksmith serve --backend URL` on a free loopback port (extra Node flags first, e.g. --cpu-prof; `main`: another checkout's CLI). */
-export async function startServiceProcess(backend: string, nodeFlags: readonly string[] = [], main: string = MAIN): Promise<ServiceProcess> {
+export async function startServiceProcess(
+  backend: string,
+  nodeFlags: readonly string[] = [],
+  main: string = MAIN,
+): Promise<ServiceProcess> {
   const args = [...nodeFlags, '--import', 'tsx', main, 'serve', '--backend', backend, '--listen', '127.0.0.1:0', '--insecure-local'];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '' } });
   const base = await new Promise<string>((resolve, reject) => {
