@@ -133,6 +133,8 @@ function addMigrate(cmd: Command, out: Output): void {
 const ENVIRONMENT = `
 Environment:
   LOCKSMITH_BACKEND    backend URL when --backend is not given (run, status and migrate; default ${DEFAULT_BACKEND})
+  LOCKSMITH_SERVER     run: a locksmith serve URL to lock through, when --server is not given (docs/cli.md)
+  LOCKSMITH_SERVER_TOKEN  run --server: the bearer token, when --token is not given
   LOCKSMITH_TOKEN      (set for the command of run) the fencing token; pass it to what the command writes to
   LOCKSMITH_LOCK_ID    (set for the command of run) the lock id
   LOCKSMITH_OWNER      (set for the command of run) the holder id, host:pid:random unless --owner was given`;

@@ -8,10 +8,13 @@ import { createLocker, InvalidArgumentError, type Locker } from '../index.js';
 import { chooseBackend, shownUrl } from './backend.js';
 import { parseCount, parseDuration } from './duration.js';
 import { EXIT, exitHelp } from './exit.js';
-import { runWithLock, type RunHold, type Say } from './run.js';
+import { runHeld, runWithLock, type RunHold, type Say } from './run.js';
+import { serviceAcquirer } from './run-server.js';
 
 interface RunFlags {
   backend?: string;
+  server?: string;
+  token?: string;
   ttl: string;
   wait?: string;
   timeout?: string;
@@ -72,7 +75,7 @@ function voice(flags: RunFlags): Say {
   };
 }
 
-async function runAction(lockId: string, words: string[], flags: RunFlags): Promise<void> {
+async function runAction(lockId: string, words: string[], flags: RunFlags, cmd: Command): Promise<void> {
   const command = commandOf(words, flags);
   const ttlMs = parseDuration(flags.ttl, '--ttl');
   const options = {
@@ -87,6 +90,14 @@ async function runAction(lockId: string, words: string[], flags: RunFlags): Prom
     conflictExitCode: parseCount(flags.conflictExitCode, '--conflict-exit-code', 0, 255),
     say: voice(flags),
   };
+  if (flags.server !== undefined) {
+    // --backend from the environment gives way to --server; both on the command line are a mistake.
+    if (cmd.getOptionValueSource('backend') === 'cli') throw new InvalidArgumentError('--server', 'give --backend or --server, not both');
+    options.say('info', `locksmith: service ${shownUrl(flags.server)}`);
+    const target = { url: flags.server, ...(flags.token === undefined ? {} : { token: flags.token }) };
+    process.exitCode = await runHeld(serviceAcquirer(target), options);
+    return;
+  }
   const url = chooseBackend(flags.backend);
   options.say('info', `locksmith: backend ${shownUrl(url)}`);
   const locker: Locker = createLocker(url, { ttlMs });
@@ -106,6 +117,12 @@ export function addRun(cmd: Command): Command {
     .argument('<lockId>', 'the lock name')
     .argument('[command...]', 'the command: every word after the lock id (options end there; -- also works)')
     .addOption(backendOption())
+    .addOption(
+      new Option('--server <url>', 'take the lock through a locksmith serve service (docs/serve.md) instead of a backend').env(
+        'LOCKSMITH_SERVER',
+      ),
+    )
+    .addOption(new Option('--token <token>', 'bearer token for --server (prefer the environment variable)').env('LOCKSMITH_SERVER_TOKEN'))
     .option('-n, --nonblock', 'fail at once (exit 1, or -E) when the lock is held')
     .option('-w, --wait <seconds>', 'give up after waiting this long (exit 1, or -E); 0 = -n; 10, 0.5, 500ms, 2m (default: forever)')
     .addOption(new Option('--timeout <seconds>', 'the same as --wait').hideHelp())

@@ -10,7 +10,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
-import { LockTimeoutError, type Lock, type Locker } from '../index.js';
+import { LockTimeoutError, type Locker } from '../index.js';
 import { diesWithParent } from './deathsig.js';
 import { EXIT, signalStatus } from './exit.js';
 
@@ -61,8 +61,33 @@ function onSignals(source: EventEmitter, signals: readonly NodeJS.Signals[], han
   };
 }
 
-/** Acquire (abandoning the wait on SIGINT/SIGTERM/SIGHUP): the lock, or the exit status to use. */
-async function obtain(locker: Locker, o: RunOptions): Promise<Lock | number> {
+/** What `run` holds while the command runs: a library lock, or a service hold (run-server.ts). */
+export interface RunHandle {
+  readonly token: bigint;
+  readonly lockId: string;
+  readonly ownerId: string;
+  /** Aborted when the hold is lost: the command is stopped. */
+  readonly signal: AbortSignal;
+  release(): Promise<unknown>;
+}
+
+/** Obtains the hold `o` asks for; rejects with the signal's reason when it aborts, `LockTimeoutError` when not obtained in time. */
+export type Acquirer = (o: RunOptions, signal: AbortSignal) => Promise<RunHandle>;
+
+/** The library's acquire over `locker`. */
+function lockerAcquirer(locker: Locker): Acquirer {
+  return async (o, signal) => {
+    const options = { ttlMs: o.ttlMs, fair: o.fair, owner: o.owner ?? processOwner(), signal };
+    const wait = o.waitMs === undefined ? {} : { timeoutMs: o.waitMs };
+    const hold = o.hold ?? { kind: 'mutex' };
+    if (hold.kind === 'read') return locker.readWriteLock(o.lockId).read({ ...options, ...wait });
+    if (hold.kind === 'semaphore') return locker.semaphore(o.lockId, { permits: hold.permits }).acquire({ ...options, ...wait });
+    return locker.lock(o.lockId, { ...options, ...wait });
+  };
+}
+
+/** Acquire (abandoning the wait on SIGINT/SIGTERM/SIGHUP): the hold, or the exit status to use. */
+async function obtain(acquire: Acquirer, o: RunOptions): Promise<RunHandle | number> {
   const ctl = new AbortController();
   let interrupted: NodeJS.Signals | undefined;
   const stopListening = onSignals(o.signals ?? process, INTERRUPTS, (sig) => {
@@ -73,13 +98,8 @@ async function obtain(locker: Locker, o: RunOptions): Promise<Lock | number> {
   const ticker = setInterval(() => {
     o.say('wait', `locksmith: waiting for lock '${o.lockId}' (${Math.round((performance.now() - started) / 1000)} s)`);
   }, 2_000);
-  const options = { ttlMs: o.ttlMs, fair: o.fair, owner: o.owner ?? processOwner(), signal: ctl.signal };
-  const wait = o.waitMs === undefined ? {} : { timeoutMs: o.waitMs };
-  const hold = o.hold ?? { kind: 'mutex' };
   try {
-    if (hold.kind === 'read') return await locker.readWriteLock(o.lockId).read({ ...options, ...wait });
-    if (hold.kind === 'semaphore') return await locker.semaphore(o.lockId, { permits: hold.permits }).acquire({ ...options, ...wait });
-    return await locker.lock(o.lockId, { ...options, ...wait });
+    return await acquire(o, ctl.signal);
   } catch (err) {
     if (interrupted) return signalStatus(interrupted);
     if (!(err instanceof LockTimeoutError)) throw err;
@@ -93,10 +113,15 @@ async function obtain(locker: Locker, o: RunOptions): Promise<Lock | number> {
 
 /** Acquire, run the child, release; resolve with the exit status to use. */
 export async function runWithLock(locker: Locker, o: RunOptions): Promise<number> {
+  return runHeld(lockerAcquirer(locker), o);
+}
+
+/** {@link runWithLock} over any {@link Acquirer} (the service's, for `run --server`). */
+export async function runHeld(acquire: Acquirer, o: RunOptions): Promise<number> {
   const [cmd, ...args] = o.command;
   if (cmd === undefined) return EXIT.USAGE;
   const started = performance.now();
-  const got = await obtain(locker, o);
+  const got = await obtain(acquire, o);
   if (typeof got === 'number') return got;
   o.say('info', `locksmith: got lock '${o.lockId}' (token ${got.token}) after ${Math.round(performance.now() - started)} ms`);
   try {
@@ -107,7 +132,7 @@ export async function runWithLock(locker: Locker, o: RunOptions): Promise<number
 }
 
 /** Run the child under the lock: forward signals, stop it on loss, resolve with the exit status. */
-function supervise(lock: Lock, cmd: string, args: readonly string[], o: RunOptions): Promise<number> {
+function supervise(lock: RunHandle, cmd: string, args: readonly string[], o: RunOptions): Promise<number> {
   return new Promise<number>((resolve) => {
     const [file, argv] = diesWithParent(cmd, args);
     const child: ChildProcess = spawn(file, argv, {

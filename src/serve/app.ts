@@ -9,6 +9,8 @@ import type { Locker } from '../locker.js';
 import { errorHandler } from './errors.js';
 import { VIEW_HTML } from './view.js';
 import { eventRoutes } from './events.js';
+import { electionRoutes } from './elections.js';
+import { historyRoutes } from './history.js';
 import { Holds } from './holds.js';
 import { OpenApi } from './openapi.js';
 import { adminRoutes, lockRoutes, OPEN, READ, sessionRoutes, type RouteDeps } from './routes.js';
@@ -101,6 +103,8 @@ export async function buildServer(options: ServeOptions): Promise<FastifyInstanc
   lockRoutes(app, deps);
   adminRoutes(app, deps);
   eventRoutes(app, options.locker, options.watchEveryMs ?? 1_000);
+  electionRoutes(app, deps, options.watchEveryMs ?? 1_000);
+  historyRoutes(app, options.locker, options.watchEveryMs ?? 1_000);
   app.get('/', { config: OPEN }, async (_request, reply) =>
     reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(VIEW_HTML),
   );

@@ -67,7 +67,9 @@ export class Access {
   check(request: FastifyRequest, need: Need): string | undefined {
     if (need === 'none' || this.#clients === undefined) return undefined;
     const client = this.#identify(request);
-    const lockId = (request.params as { lockId?: string } | undefined)?.lockId;
+    // An election's name is its lock's id (docs/serve.md, "Elections").
+    const params = request.params as { lockId?: string; name?: string } | undefined;
+    const lockId = params?.lockId ?? params?.name;
     const ok =
       client.admin ||
       (need === 'read' && client.read) ||

@@ -20,6 +20,11 @@ export interface AcquireInput {
   readonly kind: LockKind;
   readonly permits: number;
   readonly requestId?: string;
+  /**
+   * An election participant's value: the owner id becomes `<value>#<session>.<request>`, the
+   * form `Election.leader()` reads (docs/serve.md, "Elections").
+   */
+  readonly participant?: string;
 }
 
 /** What a granted acquire answers. */
@@ -191,7 +196,7 @@ function request(session: SessionInfo, input: AcquireInput, signal: AbortSignal)
     lockId: input.lockId,
     kind: input.kind,
     permits: input.kind === 'semaphore' ? input.permits : 1,
-    ownerId: `${session.id}.${input.requestId ?? randomId(9)}`,
+    ownerId: `${input.participant === undefined ? '' : `${input.participant}#`}${session.id}.${input.requestId ?? randomId(9)}`,
     freshOwner: true,
     ttlMs: session.ttlMs,
     fair: input.fair,

@@ -69,7 +69,7 @@ export function sessionRoutes(app: FastifyInstance, deps: RouteDeps): void {
 }
 
 /** A session of another client is refused as if it did not exist. */
-async function ownSession(deps: RouteDeps, request: FastifyRequest, id: string): Promise<SessionInfo> {
+export async function ownSession(deps: RouteDeps, request: FastifyRequest, id: string): Promise<SessionInfo> {
   const s = await deps.sessions.get(id);
   const client = deps.clientOf(request);
   if (client !== undefined && s.client !== client)

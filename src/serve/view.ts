@@ -2,7 +2,8 @@
  * The web view at `/` (docs/serve.md, "Web view"): one static page, inline script, no build
  * step and nothing fetched but this service's own API. It lists every lock under a prefix
  * (all pages of `GET /v1/locks`), then follows `GET /v1/events` and re-reads each lock that
- * changed; the lease left counts down locally. The page carries no data itself: with tokens
+ * changed; the lease left counts down locally. `#/locks/<id>` is a lock's page: holders,
+ * waiters in order and its recent hand-offs (history.ts), re-read on its events and every second. The page carries no data itself: with tokens
  * it asks for one and sends it as a header (fetch, not EventSource, which cannot).
  */
 
@@ -21,6 +22,9 @@ th{background:#f3f3f3}
 td.token,td.lease,td.held{font-variant-numeric:tabular-nums;white-space:nowrap}
 #status.live{color:#080}#status.down{color:#b00}
 .muted{color:#888}
+a{color:#05c}
+h2{font-size:1.15em;margin:.2em 0 .5em}h3{font-size:1em;margin:1em 0 .3em}
+#lv-queue{margin:.2em 0}
 </style></head>
 <body>
 <h1>locksmith locks</h1>
@@ -32,9 +36,20 @@ td.token,td.lease,td.held{font-variant-numeric:tabular-nums;white-space:nowrap}
 <span id="status">connecting</span>
 <span id="count"></span>
 </div>
+<div id="listview">
 <table id="locks"><thead><tr><th>lock</th><th>kind</th><th>holder</th><th>held for</th><th>lease left</th><th>token</th><th>waiters</th></tr></thead>
 <tbody></tbody></table>
 <div id="pager"><button id="prev">&larr; prev</button> <span id="page"></span> <button id="next">next &rarr;</button></div>
+</div>
+<div id="lockview" hidden>
+<p><a href="#">&larr; all locks</a></p>
+<h2 id="lv-id"></h2>
+<table id="lv-holders"><thead><tr><th>holder</th><th>token</th><th>held for</th><th>lease left</th></tr></thead><tbody></tbody></table>
+<h3>waiters</h3><ol id="lv-queue"></ol>
+<h3>recent hand-offs <span id="lv-since" class="muted"></span></h3>
+<table id="lv-handoffs"><thead><tr><th>time</th><th>event</th><th>holder</th><th>token</th></tr></thead><tbody></tbody></table>
+<p id="lv-error" class="down"></p>
+</div>
 <script>
 (() => {
   const params = new URLSearchParams(location.search);
@@ -76,7 +91,10 @@ td.token,td.lease,td.held{font-variant-numeric:tabular-nums;white-space:nowrap}
       const tr = document.createElement('tr');
       tr.dataset.lockId = l.lockId;
       const h = l.holders;
-      cell(tr, 'lock', l.lockId);
+      const link = document.createElement('a');
+      link.href = '#/locks/' + encodeURIComponent(l.lockId);
+      link.textContent = l.lockId;
+      cell(tr, 'lock', '').appendChild(link);
       cell(tr, 'kind', l.kind);
       cell(tr, 'holder', h.length ? h.map(who).join(', ') : '-');
       const held = cell(tr, 'held', '-');
@@ -89,7 +107,7 @@ td.token,td.lease,td.held{font-variant-numeric:tabular-nums;white-space:nowrap}
     }
     $('locks').replaceChild(body, $('locks').tBodies[0]);
     $('page').textContent = 'page ' + (page + 1) + ' of ' + pages;
-    $('count').textContent = rows.length + ' locks';
+    $('count').textContent = rows.length + (rows.length === 1 ? ' lock' : ' locks');
     tick();
   }
   function tick() {
@@ -114,12 +132,23 @@ td.token,td.lease,td.held{font-variant-numeric:tabular-nums;white-space:nowrap}
     } while (cursor);
     render();
   }
+  // Many changes at once (10,000 locks, 64 contenders) make one render, not one each.
+  let pending = null;
+  function later() { if (!pending) pending = setTimeout(() => { pending = null; render(); }, 100); }
+  // An initial event of the watch that the listing already shows needs no re-read.
+  function known(e) {
+    const l = locks.get(e.lockId);
+    if (!l) return false;
+    if (e.type === 'acquired') return l.holders.some((h) => h.ownerId === e.ownerId && h.token === e.token);
+    return e.type === 'waiting' && l.waiters > 0;
+  }
   function reread(lockId) {
     if (rereads.has(lockId)) return;
     rereads.set(lockId, setTimeout(async () => {
       rereads.delete(lockId);
       try { locks.set(lockId, await getJson('/v1/locks/' + encodeURIComponent(lockId))); } catch (e) { return; }
-      render();
+      later();
+      if (lockId === current()) showLock();
     }, 50));
   }
   async function follow(prefix, signal) {
@@ -136,7 +165,8 @@ td.token,td.lease,td.held{font-variant-numeric:tabular-nums;white-space:nowrap}
       while ((end = buf.indexOf('\\n\\n')) >= 0) {
         const block = buf.slice(0, end); buf = buf.slice(end + 2);
         const data = /^data: (.*)$/m.exec(block);
-        if (data) reread(JSON.parse(data[1]).lockId);
+        const e = data && JSON.parse(data[1]);
+        if (e && !(e.initial && known(e))) reread(e.lockId);
       }
     }
   }
@@ -151,6 +181,44 @@ td.token,td.lease,td.held{font-variant-numeric:tabular-nums;white-space:nowrap}
       await new Promise((r) => setTimeout(r, 2000));
     }
   }
+  const current = () => (location.hash.startsWith('#/locks/') ? decodeURIComponent(location.hash.slice(8)) : null);
+  const pad = (n, w) => String(n).padStart(w || 2, '0');
+  const clock = (t) => { const d = new Date(t); return pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds()) + '.' + pad(d.getMilliseconds(), 3); };
+  const row = (cells) => { const tr = document.createElement('tr'); for (const [cls, text] of cells) cell(tr, cls, text); return tr; };
+  async function showLock() {
+    const id = current();
+    $('listview').hidden = id !== null; $('lockview').hidden = id === null;
+    if (id === null) return;
+    $('lv-id').textContent = id;
+    try {
+      const path = '/v1/locks/' + encodeURIComponent(id);
+      const [info, hist] = await Promise.all([getJson(path), getJson(path + '/history')]);
+      if (current() === id) renderLock(info, hist);
+      $('lv-error').textContent = '';
+    } catch (e) { $('lv-error').textContent = 'could not read the lock: ' + e.message; }
+  }
+  function renderLock(info, hist) {
+    const holders = document.createElement('tbody');
+    for (const h of info.holders) {
+      const tr = row([['holder', who(h)], ['token', h.token], ['held', '-'], ['lease', '-']]);
+      if (h.acquiredAt !== undefined) tr.children[2].dataset.since = String(h.acquiredAt);
+      if (h.leaseEndsAt !== undefined) tr.children[3].dataset.ends = String(h.leaseEndsAt);
+      holders.appendChild(tr);
+    }
+    if (!info.holders.length) holders.appendChild(row([['holder', 'free'], ['token', info.lastToken !== undefined ? 'last ' + info.lastToken : '-'], ['held', '-'], ['lease', '-']]));
+    $('lv-holders').replaceChild(holders, $('lv-holders').tBodies[0]);
+    const now = Date.now();
+    $('lv-queue').replaceChildren(...(info.queue || []).map((w) => { const li = document.createElement('li'); li.textContent = who(w) + (w.since !== undefined ? ' (waiting ' + span(now - w.since) + ')' : ''); return li; }));
+    if (!(info.queue || []).length && info.waiters) $('lv-queue').textContent = info.waiters + ' waiting';
+    const rows = document.createElement('tbody');
+    for (const e of [...hist.handoffs].reverse()) rows.appendChild(row([['time', clock(e.at)], ['event', e.type], ['holder', e.holder], ['token', e.token || '-']]));
+    $('lv-handoffs').replaceChild(rows, $('lv-handoffs').tBodies[0]);
+    $('lv-since').textContent = '(seen by this replica since ' + clock(hist.since) + ')';
+    tick();
+  }
+  window.onhashchange = showLock;
+  setInterval(() => { if (current() !== null) showLock(); }, 1000);
+  showLock();
   $('apply').onclick = () => { page = 0; start(); };
   $('filter').oninput = () => { page = 0; render(); };
   $('prev').onclick = () => { page = Math.max(0, page - 1); render(); };

@@ -70,12 +70,13 @@ function sessionCases(base: () => string): void {
   test('a session that stops keeping alive loses its hold and its waits; one kept alive keeps it', T, async () => {
     const c = client(base());
     const id = `${fresh()}job`;
-    const [kept, dropped, other] = [await c.session(1_000), await c.session(1_000), await c.session(30_000)];
+    // The kept session has room for a slow keepalive under load; only the dropped one must end.
+    const [kept, dropped, other] = [await c.session(6_000), await c.session(1_000), await c.session(30_000)];
     const k = await c.acquire(`${id}-kept`, { session: kept });
     const d = await c.acquire(id, { session: dropped });
     assert.equal(k.status, 200);
     assert.equal(d.status, 200);
-    const ticker = setInterval(() => void c.keepalive(kept), 250);
+    const ticker = setInterval(() => void c.keepalive(kept), 500);
     try {
       const waitOfDropped = c.acquire(`${id}-kept`, { session: dropped, waitMs: 20_000 });
       const got = await c.acquire(id, { session: other, waitMs: 20_000 });

@@ -1,14 +1,18 @@
 /**
- * The curl and Python examples of docs/serve.md ("Other languages"), taken from the page
+ * The curl, Python and Go examples of docs/serve.md ("Other languages"), taken from the page
  * itself and run against `locksmith serve` (a child process) over a real Redis and a real
- * PostgreSQL: they lock, wait behind another holder, and see the token grow.
+ * PostgreSQL: they lock, wait behind another holder, and see the token grow. The Go example
+ * is built once with Debian's golang-go (scripts/servers/go.ts).
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { after, test } from 'node:test';
+import { after, before, test } from 'node:test';
+import { ensureGo } from '../../scripts/servers/go.js';
 import { startPostgres } from '../../scripts/servers/postgres.js';
 import { startRedis } from '../../scripts/servers/redis.js';
 import { eventually, useServer } from '../helpers.js';
@@ -26,9 +30,22 @@ function example(name: string): string {
   return m[1];
 }
 
+/** The Go example, built once (a compile is seconds; each run is then a process). */
+let goProgram = '';
+before(async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'locksmith-go-example-'));
+  writeFileSync(join(dir, 'main.go'), example('go'));
+  goProgram = join(dir, 'example');
+  await run(await ensureGo(), ['build', '-o', goProgram, 'main.go'], {
+    cwd: dir,
+    env: { ...process.env, GOFLAGS: '', GO111MODULE: 'off' },
+  });
+});
+
 const runners = {
   curl: (env: NodeJS.ProcessEnv) => run('bash', ['-c', example('curl')], { env }),
   python: (env: NodeJS.ProcessEnv) => run('python3', ['-c', example('python')], { env }),
+  go: (env: NodeJS.ProcessEnv) => run(goProgram, [], { env }),
 };
 
 const tokenIn = (out: string): bigint => {
@@ -49,9 +66,10 @@ async function scenario(backend: string): Promise<void> {
   const one = tokenIn((await runners.curl(env)).stdout);
   const two = tokenIn((await runners.python(env)).stdout);
   assert.ok(two > one, 'the token grows from curl to Python');
+  assert.ok(tokenIn((await runners.go(env)).stdout) > two, 'and to Go');
   // Each example waits while another session holds the lock, and gets it on release.
   const c = client(service.base);
-  for (const name of ['curl', 'python'] as const) {
+  for (const name of ['curl', 'python', 'go'] as const) {
     const s = await c.session(30_000, 'blocker');
     const held = await c.acquire('jobs/nightly', { session: s });
     assert.equal(held.status, 200);
@@ -82,7 +100,7 @@ async function settled(p: Promise<unknown>): Promise<boolean> {
 const redis = await useServer(() => startRedis());
 const postgres = await useServer(() => startPostgres());
 
-test('the curl and Python examples over Redis', T, () => scenario(redis.url));
-test('the curl and Python examples over PostgreSQL', T, () =>
+test('the curl, Python and Go examples over Redis', T, () => scenario(redis.url));
+test('the curl, Python and Go examples over PostgreSQL', T, () =>
   scenario(`${postgres.url}${postgres.url.includes('?') ? '&' : '?'}migrate=true`),
 );

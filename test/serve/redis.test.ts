@@ -1,8 +1,9 @@
-/** The service over a real Redis (docs/serve.md): the API cases. */
+/** The service over a real Redis (docs/serve.md): the API and election cases. */
 import { after, before } from 'node:test';
 import { startRedis } from '../../scripts/servers/redis.js';
 import { useServer } from '../helpers.js';
 import { apiCases } from './api-cases.js';
+import { electionCases } from './election-cases.js';
 import { startService, type Service } from './service.js';
 
 const redis = await useServer(() => startRedis());
@@ -14,3 +15,4 @@ after(async () => {
   await service.close();
 });
 apiCases(() => service.base);
+electionCases(() => service);

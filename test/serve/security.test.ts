@@ -121,6 +121,20 @@ test('requests per second per token: over the bucket, 429 LIMIT_EXCEEDED; other 
   }
 });
 
+test('elections: campaign and resign need the lock scope of the name, leader and observe need read', T, async () => {
+  const s = await client(service.base, as('locker')).session(10_000);
+  const e = (name: string, action: string): string => `/v1/elections/${encodeURIComponent(name)}/${action}`;
+  assert.equal((await answer('POST', e('jobs/leader', 'campaign'), { session: s }, as('locker'))).status, 200);
+  assert.equal((await answer('POST', e('other/leader', 'campaign'), { session: s }, as('locker'))).body.code, 'FORBIDDEN');
+  assert.equal((await answer('POST', e('jobs/leader', 'campaign'), { session: s }, as('reader'))).body.code, 'FORBIDDEN');
+  assert.equal((await answer('POST', e('jobs/leader', 'campaign'), { session: s })).body.code, 'UNAUTHORIZED');
+  assert.equal((await answer('POST', e('jobs/leader', 'resign'), { session: s }, as('other'))).body.code, 'SESSION_NOT_FOUND');
+  assert.equal((await answer('GET', e('jobs/leader', 'leader'), undefined, as('locker'))).body.code, 'FORBIDDEN');
+  const seen = await answer('GET', e('jobs/leader', 'leader'), undefined, as('reader'));
+  assert.equal((seen.body.leader as { session?: string } | null)?.session, s);
+  assert.deepEqual((await answer('POST', e('jobs/leader', 'resign'), { session: s }, as('locker'))).body, { resigned: true });
+});
+
 test('no token appears in any answer or log line', T, () => {
   assert.ok(logs.length > 10, 'the service logged');
   for (const secret of Object.values(SECRETS)) {

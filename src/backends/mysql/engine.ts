@@ -2,10 +2,12 @@
  * The MySQL/MariaDB half of the SQL backend: `mysql2` transactions at READ COMMITTED (no gap
  * locks, so one lock id never blocks another) with a short `innodb_lock_wait_timeout`, the
  * lock row taken by an upsert, the clock read by the next statement (after the lock). No
- * notifications: waiters poll (docs/backends/mysql.md, "Waiting").
+ * notifications: waiters poll, and a first waiter may sleep on its bell, which the commits
+ * that concern it ring (bells.ts; docs/backends/mysql.md, "Waiting").
  */
 import type { Pool, PoolConnection, ResultSetHeader } from 'mysql2/promise';
 import { causeCode } from '../kit.js';
+import type { Bells } from './bells.js';
 import { big, micros } from '../sql/statements.js';
 import type { LockRow, SqlEngine, SqlResult, SqlTables, SqlTx, Stmt } from '../sql/types.js';
 
@@ -22,6 +24,8 @@ export interface MysqlEngineOptions {
   readonly ownsPool: boolean;
   /** The pool allows several statements per query (`multipleStatements`): one round trip per batch. */
   readonly batch: boolean;
+  /** Server-side wake-ups of waiters in other processes (bells.ts); absent: they poll. */
+  readonly bells?: Bells | undefined;
 }
 
 type Packet = ResultSetHeader | Record<string, unknown>[];
@@ -53,7 +57,8 @@ async function sequence(conn: PoolConnection, stmts: readonly Stmt[]): Promise<S
   return out;
 }
 
-const NOW_US = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`;
+/** The database's clock in µs since 1970 (UTC), read when evaluated. */
+export const NOW_US = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`;
 const TRANSIENT = new Set(['ER_LOCK_WAIT_TIMEOUT', 'ER_LOCK_DEADLOCK']);
 const BEGIN: Stmt = { sql: 'START TRANSACTION', params: [] };
 const COMMIT: Stmt = { sql: 'COMMIT', params: [] };
@@ -88,6 +93,9 @@ export class MysqlEngine implements SqlEngine {
 
   async transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
     const conn = await this.#pool.getConnection();
+    const bells = this.#options.bells;
+    /** Bell connections the announcements found: rung once the transaction committed. */
+    const ring: number[] = [];
     let begun = false;
     let committed = false;
     let broken = false;
@@ -106,6 +114,7 @@ export class MysqlEngine implements SqlEngine {
         const all: Stmt[] = [...(first ? [BEGIN] : []), ...stmts, ...(commit ? [COMMIT] : [])];
         const skip = first ? 1 : 0;
         const results = this.#options.batch ? await batch(conn, all) : await sequence(conn, all);
+        bells?.found(all, results, ring);
         if (commit) committed = true;
         return results.slice(skip, skip + stmts.length);
       },
@@ -113,6 +122,7 @@ export class MysqlEngine implements SqlEngine {
     try {
       const result = await work(tx);
       if (begun && !committed) await conn.query('COMMIT');
+      if (ring.length > 0) bells?.ring(ring);
       return result;
     } catch (err) {
       if (begun) {
@@ -154,9 +164,20 @@ export class MysqlEngine implements SqlEngine {
     return { token: big(r['token']), seq: big(r['seq']), nowUs: micros(r['now_us']) };
   }
 
-  announce(): Stmt[] {
-    // No notifications in MySQL: other clients find out by their poll.
-    return [];
+  announce(lockId: string): Stmt[] {
+    // No notifications in MySQL: the first waiter is rung if it sleeps on its bell, else it polls.
+    const bells = this.#options.bells;
+    return bells ? [bells.announce(this.tables.queue, NOW_US, lockId)] : [];
+  }
+
+  /** The head read and the bell lookup in one statement (no extra statement on a release). */
+  announceHead(lockId: string): Stmt | undefined {
+    return this.#options.bells?.announce(this.tables.queue, NOW_US, lockId);
+  }
+
+  /** Sleep on the server until a commit rings waiter `seq` (true), or `ms` pass (false); undefined: no bell (poll). */
+  bell(lockId: string, seq: bigint, ms: number, signal: AbortSignal): Promise<boolean | undefined> {
+    return this.#options.bells?.wait(lockId, seq, ms, signal) ?? Promise.resolve(undefined);
   }
 
   onChange(): void {
@@ -181,6 +202,7 @@ export class MysqlEngine implements SqlEngine {
   }
 
   async close(): Promise<void> {
+    await this.#options.bells?.close();
     if (this.#options.ownsPool) await this.#pool.end();
   }
 }

@@ -1,15 +1,17 @@
 /**
  * `mysql://user:password@host:port/database?table=locksmith&migrate=true` (or `mariadb://`) —
  * lease rows in MySQL/MariaDB: expiry on the database's clock, fencing tokens from the lock
- * row, a fair queue table, a bounded jittered poll for waiting (MySQL has no notifications),
- * nothing bound to a session. See docs/backends/mysql.md.
+ * row, a fair queue table; waiting by a bounded jittered poll (MySQL has no notifications)
+ * and, for a first waiter, a server-side sleep that a release in another process ends
+ * (bells.ts); no lock bound to a session. See docs/backends/mysql.md.
  */
 import mysql from 'mysql2/promise';
 import { InvalidArgumentError, redact, secretsOf, unavailable, UrlParams, type Backend, type ConnectOptions } from '../kit.js';
 import { missingColumns, missingTable, SqlBackend } from '../sql/backend.js';
 import { tablesOf } from '../sql/statements.js';
 import { sqlUrlParts } from '../sql/url.js';
-import { MysqlEngine } from './engine.js';
+import { Bells } from './bells.js';
+import { MysqlEngine, NOW_US } from './engine.js';
 import { migrateMysql, type MysqlQueryable } from './schema.js';
 
 export { mysqlDdl, type MysqlQueryable } from './schema.js';
@@ -23,6 +25,12 @@ export interface MysqlOptions {
   readonly migrate?: boolean;
   /** Poll interval of a waiter (default 50 ms, jittered ±25 %). */
   readonly pollMs?: number;
+  /**
+   * Connections a backend that creates its pool keeps for server-side wake-ups of its first
+   * waiters by releases in other processes (default 4; 0: waiters only poll). See
+   * docs/backends/mysql.md, "Waiting". A user's own pool has none.
+   */
+  readonly bells?: number;
   /** How often to sweep expired rows of ids nobody uses any more (ms; 0: never; default 60000). */
   readonly sweepMs?: number;
   /** Longest wait for another transaction's row lock (default 2000 ms, whole seconds in InnoDB). */
@@ -33,7 +41,7 @@ export interface MysqlOptions {
   readonly secrets?: readonly string[];
 }
 
-const PARAMETERS = ['table', 'migrate', 'pollMs', 'sweepMs', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs'] as const;
+const PARAMETERS = ['table', 'migrate', 'pollMs', 'sweepMs', 'lockTimeoutMs', 'poolSize', 'connectTimeoutMs', 'bells'] as const;
 
 /**
  * The pool settings and backend options of a `mysql://` URL (throws `InvalidArgumentError`).
@@ -62,6 +70,7 @@ export function parseMysqlUrl(url: URL, options: ConnectOptions = {}): { config:
       table: q.string('table') ?? 'locksmith',
       migrate: q.bool('migrate', false),
       pollMs: q.int('pollMs', 50, { min: 1, max: 60_000 }),
+      bells: q.int('bells', 4, { min: 0, max: 100 }),
       sweepMs: q.int('sweepMs', 60_000, { min: 0, max: 86_400_000 }),
       lockTimeoutMs: q.int('lockTimeoutMs', 2_000, { min: 1, max: 60_000 }),
       poolSize,
@@ -75,7 +84,7 @@ export async function createBackend(url: URL, options: ConnectOptions = {}): Pro
   const parsed = parseMysqlUrl(url, options);
   const pool = mysql.createPool(parsed.config);
   try {
-    return await open(pool, true, parsed.options);
+    return await open(pool, parsed.config, parsed.options);
   } catch (err) {
     await pool.end().catch(() => undefined);
     throw unavailable('mysql', `connect to ${redact(url)}`, err, { secrets: parsed.options.secrets ?? [] });
@@ -84,10 +93,10 @@ export async function createBackend(url: URL, options: ConnectOptions = {}): Pro
 
 /** A backend over a URL string or the user's own mysql2/promise pool (which it never ends). */
 export async function createMysqlBackend(target: string | mysql.Pool, options: MysqlOptions = {}): Promise<SqlBackend> {
-  if (typeof target !== 'string') return open(target, false, options);
+  if (typeof target !== 'string') return open(target, undefined, options);
   const parsed = parseMysqlUrl(new URL(target));
   const pool = mysql.createPool(parsed.config);
-  return open(pool, true, { ...parsed.options, ...options }).catch(async (err: unknown) => {
+  return open(pool, parsed.config, { ...parsed.options, ...options }).catch(async (err: unknown) => {
     await pool.end().catch(() => undefined);
     throw err;
   });
@@ -119,7 +128,12 @@ async function serverVariables(pool: mysql.Pool): Promise<{ isolationVariable: s
   };
 }
 
-async function open(pool: mysql.Pool, ownsPool: boolean, o: MysqlOptions): Promise<SqlBackend> {
+/**
+ * The backend over `pool`; `config` is that of a pool the backend created (it then owns it,
+ * and opens its bell connections with the same settings).
+ */
+async function open(pool: mysql.Pool, config: mysql.PoolOptions | undefined, o: MysqlOptions): Promise<SqlBackend> {
+  const ownsPool = config !== undefined;
   const prefix = o.table ?? 'locksmith';
   const tables = tablesOf(prefix);
   if (o.migrate) await migrateMysql(pool, prefix);
@@ -134,12 +148,22 @@ async function open(pool: mysql.Pool, ownsPool: boolean, o: MysqlOptions): Promi
     throw err;
   }
   const { server, ...variables } = await serverVariables(pool);
-  const engine = new MysqlEngine(pool, { tables, batch: ownsPool, lockTimeoutMs: o.lockTimeoutMs ?? 2_000, ...variables, ownsPool });
+  const scope = `${server}/${prefix}`;
+  const limit = o.bells ?? 4;
+  // The bells' own pool: a sleeping waiter never takes a connection the operations need.
+  const bells =
+    config && limit > 0
+      ? new Bells(mysql.createPool({ ...config, connectionLimit: limit, multipleStatements: false }), pool, limit, scope, {
+          table: tables.holders,
+          nowSql: NOW_US,
+        })
+      : undefined;
+  const engine = new MysqlEngine(pool, { tables, batch: ownsPool, lockTimeoutMs: o.lockTimeoutMs ?? 2_000, ...variables, ownsPool, bells });
   // Lockers of this process on the same tables wake each other's head at once (no poll).
   return new SqlBackend(engine, {
     sweepMs: o.sweepMs ?? 60_000,
     pollMs: o.pollMs ?? 50,
     secrets: o.secrets ?? [],
-    scope: `${server}/${prefix}`,
+    scope,
   });
 }

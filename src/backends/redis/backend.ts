@@ -66,6 +66,13 @@ export interface RedisBackendOptions {
   readonly inboxes?: InboxDirectory;
 }
 
+/**
+ * Clock-rate allowance on a hand-off's proof (the locker's default `driftFactor`): the proof
+ * runs on the server's clock over a span that began at the last attempt (docs/backends/redis.md,
+ * "Waiting by notification").
+ */
+const PROOF_DRIFT = 0.01;
+
 /** How long an acquire waits for the wake-up of a waiter of this process that a release of this backend messaged. */
 const HEAR_CAP_MS = 25;
 
@@ -290,7 +297,10 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     if (!handOff || (req.kind !== 'mutex' && req.kind !== 'write')) return undefined;
     if (ticket.secret === '' || handOff.secret !== ticket.secret || !(BigInt(handOff.token) > ticket.lastToken)) return undefined;
     const windowMs = Math.min(req.ttlMs, CLAIM_MS);
-    const ttlMs = Math.min(windowMs, Math.floor(ticket.sentAt + (handOff.expiresAt - ticket.serverMs) - performance.now()));
+    // The proof spans from the last attempt's send, up to the whole wait before it: its drift
+    // allowance is taken on that span here; the core takes its own only on the ttl it is given.
+    const spanMs = handOff.expiresAt - ticket.serverMs;
+    const ttlMs = Math.min(windowMs, Math.floor(ticket.sentAt + spanMs - spanMs * PROOF_DRIFT - performance.now()));
     // The claim's reply must come well within what the hold vouches for: else the holder
     // would be told it lost a lock the server granted it for the full ttl. A slow connection
     // claims with the attempt instead, whose grant counts from its own send.

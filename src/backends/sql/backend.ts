@@ -32,7 +32,7 @@ import { decide, nextExpiryMs, US, view, type LockView } from './state.js';
 import { big, micros, parseState, Statements, text } from './statements.js';
 import type { HolderRow, LockRow, SqlEngine, SqlResult, SqlTicket, SqlTx, Stmt } from './types.js';
 import { QueueKeepalive } from './keepalive.js';
-import { sharedWakeups, Wakeups } from './wakeups.js';
+import { sharedWakeups, waitWithBell, Wakeups } from './wakeups.js';
 import { Sweeper } from './sweep.js';
 
 /** Options of a {@link SqlBackend}. */
@@ -256,7 +256,8 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
       return;
     }
     for (let ahead = ticket.ahead; ;) {
-      const woken = await this.#wakeups.wait(lockId, ticket.seq, this.#pollFor(ticket, ahead), signal);
+      const bell = ahead === 0 ? this.#engine.bell?.bind(this.#engine) : undefined;
+      const woken = await waitWithBell(this.#wakeups, bell, lockId, ticket.seq, this.#pollFor(ticket, ahead), signal);
       if (woken || !ticket.exclusive || ahead === 0) return logWake(this.#log, lockId, woken ? 'notification' : 'poll', since);
       const p = await this.#position(lockId, ticket.seq);
       if (p === undefined || p.ahead === 0 || !p.live) return logWake(this.#log, lockId, 'poll', since);
@@ -351,8 +352,7 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
     value: (rs: readonly SqlResult[]) => T,
   ): Promise<T> {
     const lockStmts = this.#engine.lockRow(lockId);
-    const tail =
-      changed === NEVER ? [] : [this.#st.head(lockId), ...this.#engine.announce(lockId), ...(this.#engine.touched?.(lockId) ?? [])];
+    const tail = changed === NEVER ? [] : [...this.#announceHead(lockId), ...(this.#engine.touched?.(lockId) ?? [])];
     const rs = await this.#engine.transaction((tx) => tx.run([...lockStmts, ...stmts, ...tail], true));
     const mine = rs.slice(lockStmts.length, lockStmts.length + stmts.length);
     if (changed(mine)) {
@@ -360,6 +360,12 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
       this.#wakeups.wake(lockId, head === undefined ? undefined : big(head));
     }
     return value(mine);
+  }
+
+  /** The first live waiter's `seq` (the first result) and the announcement: one statement where the engine folds them. */
+  #announceHead(lockId: string): Stmt[] {
+    const folded = this.#engine.announceHead?.(lockId);
+    return folded ? [folded] : [this.#st.head(lockId), ...this.#engine.announce(lockId)];
   }
 
   async inspect(lockId: string): Promise<LockState> {

@@ -74,12 +74,24 @@ export interface SqlEngine {
    * first now (none without notifications, or when nobody waits).
    */
   announce(lockId: string): Stmt[];
+  /**
+   * One statement that reads the first live waiter's `seq` (as a column of that name) and
+   * announces the change, where both are needed; undefined or absent: the shared head read,
+   * then {@link announce}.
+   */
+  announceHead?(lockId: string): Stmt | undefined;
   /** Deliver notifications: a lock id and its first waiter, or `undefined` when some may have been missed. */
   onChange(listener: (lockId: string | undefined, head: bigint | undefined) => void): void;
   /** Statements that tell watchers, on commit, that the holders or queue of `lockId` were written (absent: nobody is told). */
   touched?(lockId: string): Stmt[];
   /** The ids under `prefix` as they are touched, `null` once listening and after each reconnect (absent: watches poll). */
   changes?(prefix: string, signal: AbortSignal): AsyncIterable<string | null>;
+  /**
+   * Block on the server until a commit announcing `lockId` rings waiter `seq` (true), `ms`
+   * pass (false) or `signal` aborts; undefined when it could not (then the waiter polls).
+   * Absent: the engine has no server-side wait (docs/backends/mysql.md, "Waiting").
+   */
+  bell?(lockId: string, seq: bigint, ms: number, signal: AbortSignal): Promise<boolean | undefined>;
   /** True when the engine delivers notifications (LISTEN/NOTIFY). */
   readonly notifies: boolean;
   /** A lock wait that timed out, a deadlock, a serialization failure: try again. */

@@ -87,6 +87,49 @@ export class Wakeups {
   }
 }
 
+/** A first waiter sleeps locally this long before it arms a server-side bell: hand-offs inside a process (hot locks) never pay for one. */
+export const BELL_GRACE_MS = 5;
+
+/** An engine's server-side wait (`SqlEngine.bell`, types.ts). */
+type Bell = (lockId: string, seq: bigint, ms: number, signal: AbortSignal) => Promise<boolean | undefined>;
+
+/**
+ * A first waiter's sleep where the engine can wake it across processes: {@link BELL_GRACE_MS}
+ * on the local registry alone, then the local registry and the engine's bell together, the
+ * first to wake wins (the other is abandoned). Without a bell, the local registry alone.
+ * Resolves true when woken, false when `ms` passed.
+ */
+export async function waitWithBell(
+  wakeups: Wakeups,
+  bell: Bell | undefined,
+  lockId: string,
+  seq: bigint,
+  ms: number,
+  signal: AbortSignal,
+): Promise<boolean> {
+  if (!bell) return wakeups.wait(lockId, seq, ms, signal);
+  const grace = Math.min(BELL_GRACE_MS, ms);
+  if (await wakeups.wait(lockId, seq, grace, signal)) return true;
+  const rest = ms - grace;
+  if (rest <= 0) return false;
+  const ctl = new AbortController();
+  const stop = (): void => ctl.abort();
+  signal.addEventListener('abort', stop, { once: true });
+  try {
+    const local = wakeups.wait(lockId, seq, rest, ctl.signal).catch(() => false);
+    const remote = bell(lockId, seq, rest, ctl.signal).then(
+      (r) => r ?? local,
+      () => local,
+    );
+    const woken = await Promise.race([local, remote]);
+    signal.throwIfAborted();
+    return woken;
+  } finally {
+    signal.removeEventListener('abort', stop);
+    ctl.abort();
+  }
+}
+
 /** Registries shared by scope (database and tables), with the number of backends using each. */
 const shared = new Map<string, { readonly wakeups: Wakeups; users: number }>();
 
