@@ -45,8 +45,8 @@ export function tryMode(s: CallSettings): AcquireMode {
 
 /** What the loop needs from its locker (implemented by host.ts). */
 export interface AcquireHost {
-  /** The backend, connected (at once when it is); gives up (rejects with the reason) when `signal` aborts. */
-  backend(signal: AbortSignal): Backend | Promise<Backend>;
+  /** The backend, connected (at once when it is); gives up (rejects with the reason) when `signal()` aborts (asked for only when connecting). */
+  backend(signal: () => AbortSignal): Backend | Promise<Backend>;
   /** Aborted by close() (with the reason a tracked controller gets): the signal of a call that needs none of its own. */
   readonly closeSignal: AbortSignal;
   /** Abort `controller` on close(); returns the function that stops doing so. */
@@ -79,10 +79,13 @@ export interface AcquireSpec {
 }
 
 /**
- * The abort signal of one acquisition. A call with no signal, no timeout and no explicit
- * owner can only be ended by close(), so until it has to wait it borrows the locker's close
- * signal; a controller of its own (tracked by close(), fed by the user's signal and the
- * timeout) is made only when needed. An AbortController per call was most of the core's own
+ * The abort signal of one acquisition. A call without a signal of the caller's can only be
+ * ended by close() until it has to wait (its timeout never cuts the first attempt short, see
+ * below), so until then it borrows the locker's close signal; a controller of its own
+ * (tracked by close(), fed by the user's signal and the timeout, whose timer counts from the
+ * call) is made only when the call waits: to connect, for a re-entry turn, or after a
+ * contended attempt. An explicit owner needs none either: it changes what is asked of the
+ * backend, not how the call ends. An AbortController per call was most of the core's own
  * cost of an uncontended cycle (docs/benchmarks.md, "The core's own cost").
  *
  * A wait bound of W ms means "at least one attempt, then wait at most W": the bound covers
@@ -93,6 +96,7 @@ export interface AcquireSpec {
 class AttemptSignal {
   readonly #host: AcquireHost;
   readonly #spec: AcquireSpec;
+  readonly #startedAt = now();
   #controller: AbortController | undefined;
   #timer: NodeJS.Timeout | undefined;
   #unlisten: (() => void) | undefined;
@@ -105,8 +109,7 @@ class AttemptSignal {
   constructor(host: AcquireHost, spec: AcquireSpec) {
     this.#host = host;
     this.#spec = spec;
-    const s = spec.settings;
-    if (s.signal !== undefined || s.owner !== undefined || (spec.mode.wait && spec.mode.timeoutMs !== undefined)) this.own();
+    if (spec.settings.signal !== undefined) this.own();
   }
 
   get signal(): AbortSignal {
@@ -121,8 +124,13 @@ class AttemptSignal {
     this.#untrack = this.#host.track(controller);
     this.#unlisten = forwardAbort(this.#spec.settings.signal, controller);
     const t = this.#spec.mode.timeoutMs;
-    // Ref'd on purpose: a caller awaiting a lock keeps the process alive; cleared when the wait ends.
-    if (t !== undefined && this.#spec.mode.wait) this.#timer = setTimeout(() => this.#timeout(), t);
+    if (t !== undefined && this.#spec.mode.wait) {
+      // The bound counts from the call, however late the controller is made.
+      const left = t - (now() - this.#startedAt);
+      // Ref'd on purpose: a caller awaiting a lock keeps the process alive; cleared when the wait ends.
+      if (left > 0) this.#timer = setTimeout(() => this.#timeout(), left);
+      else this.#timeout();
+    }
     return controller.signal;
   }
 
@@ -159,13 +167,14 @@ export async function acquire(host: AcquireHost, registry: Registry, spec: Acqui
   const started = now();
   try {
     const s = spec.settings;
-    const found = registry.reentry.find(spec.lockId, spec.kind, s.owner, s.reentrant, attempt.signal);
+    const found = registry.reentry.find(spec.lockId, spec.kind, s.owner, s.reentrant, () => attempt.own());
     const again = found instanceof Promise ? await found : found;
     if (again.kind === 'reenter') {
       again.lease.retain();
       return { lease: again.lease, reentered: true, waitedMs: 0, endTurn: again.endTurn };
     }
-    const connecting = host.backend(attempt.signal);
+    // Connecting is waiting: the timeout covers it (a connected backend answers at once).
+    const connecting = host.backend(() => attempt.own());
     const backend = connecting instanceof Promise ? await connecting : connecting;
     checkCapabilities(backend, spec, s);
     try {
@@ -292,6 +301,7 @@ class Loop {
         }
         // A wait gets a signal of its own: waits must not pile listeners onto the shared close signal.
         const signal = this.#attempt.own();
+        signal.throwIfAborted();
         const waitFrom = log.enabled ? now() : 0;
         await raceAbort(this.#backend.waitForChange(this.#spec.lockId, this.#ticket, signal), signal);
         if (log.enabled) log('%s: woken after %s', this.#spec.lockId, ms(now() - waitFrom));

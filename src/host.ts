@@ -37,9 +37,13 @@ export class LockerHost {
     return this.#closed;
   }
 
-  /** The backend, at once when connected; else connecting, given up (rejecting with the reason) when `signal` aborts. */
-  backend(signal: AbortSignal): Backend | Promise<Backend> {
-    return this.#ready ?? withDeadline(this.connect(), { signal });
+  /**
+   * The backend, at once when connected; else connecting, given up (rejecting with the
+   * reason) when the signal aborts. The signal is asked for only when connecting: a call
+   * makes a controller of its own only when it waits.
+   */
+  backend(signal: () => AbortSignal): Backend | Promise<Backend> {
+    return this.#ready ?? withDeadline(this.connect(), { signal: signal() });
   }
 
   /** The backend; the first call connects (bounded by `connectTimeoutMs` and close()). */

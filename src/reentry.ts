@@ -91,15 +91,15 @@ export class Reentry {
   }
 
   /**
-   * Find a hold to re-enter for a new acquisition, waiting for the baton when the context
-   * holds it. Semaphores never re-enter (each acquisition is one more permit).
+   * Find a hold to re-enter for a new acquisition, waiting (until `signal()` aborts) for the
+   * baton when the context holds it. Semaphores never re-enter (each acquisition is one more permit).
    */
   find(
     lockId: string,
     kind: LockKind,
     owner: string | undefined,
     reentrant: boolean | undefined,
-    signal: AbortSignal,
+    signal: () => AbortSignal,
   ): ReentryMatch | Promise<ReentryMatch> {
     if (kind === 'semaphore') return NONE;
     const frame = this.#context.getStore()?.get(this.#contextKey(kind, lockId));
@@ -112,7 +112,8 @@ export class Reentry {
           { context: { lockId } },
         );
       }
-      return this.#takeTurn(frame, lockId, kind, owner, signal);
+      // Asked for only here: waiting for a turn is what needs the call's own signal.
+      return this.#takeTurn(frame, lockId, kind, owner, signal());
     }
     return this.#byOwnerHold(lockId, kind, owner);
   }

@@ -6,7 +6,8 @@
 import type { RedisClientLike } from '../backends/redis/index.js';
 import { RedisBackend } from '../backends/redis/index.js';
 import { RedlockBackend } from '../backends/redlock/index.js';
-import { InvalidArgumentError } from '../errors.js';
+import { InvalidArgumentError, type LockLostError } from '../errors.js';
+import type { Lock as Hold } from '../lock.js';
 import { createLocker, type Locker } from '../locker.js';
 import { DEFAULT_OPTIONS, type LockerOptions } from '../options.js';
 
@@ -53,4 +54,80 @@ export function lockerFor(clients: readonly CompatClient[], drift?: number): Loc
   cache.set(first, [...entries.filter((e) => !e.locker.closed), entry]);
   for (const c of clients) c.once?.('end', () => void locker.close());
   return locker;
+}
+
+/** Told once when a watched hold is lost (the `LockLostError`). */
+export type LossListener = (error: LockLostError) => void;
+
+/**
+ * The losses of one locker's holds, told to whoever watches each: ONE `lost` listener per
+ * locker instead of an abort listener per hold, whose signal (an AbortController per hold)
+ * was a tenth of a shim's uncontended cycle (docs/benchmarks.md, "Compat shims"). A hold is
+ * named by kind, lock id and fencing token, which no other hold of that lock shares.
+ */
+export class LossRouter {
+  readonly #watchers = new Map<string, LossListener[]>();
+
+  constructor(locker: Locker) {
+    locker.on('lost', (e) => {
+      const key = holdKey(e.kind, e.lockId, e.token);
+      const listeners = this.#watchers.get(key);
+      if (listeners === undefined) return;
+      this.#watchers.delete(key);
+      for (const listener of listeners) tell(listener, e.error);
+    });
+  }
+
+  /**
+   * Tell `listener` when `hold` is lost; returns the function that stops watching. A hold
+   * already lost (between its grant and this call) is told at once.
+   */
+  watch(hold: Hold, listener: LossListener): () => void {
+    const key = holdKey(hold.kind, hold.lockId, hold.token);
+    const listeners = this.#watchers.get(key);
+    if (listeners) listeners.push(listener);
+    else this.#watchers.set(key, [listener]);
+    const unwatch = (): void => {
+      const now = this.#watchers.get(key);
+      if (now === undefined) return;
+      const rest = now.filter((l) => l !== listener);
+      if (rest.length > 0) this.#watchers.set(key, rest);
+      else this.#watchers.delete(key);
+    };
+    if (!hold.held) {
+      unwatch();
+      tell(listener, hold.signal.reason as LockLostError);
+    }
+    return unwatch;
+  }
+}
+
+/**
+ * A throwing listener (redis-semaphore's default onLockLost) is an uncaught exception, as from
+ * an abort listener, not the process warning the locker's events make of it.
+ */
+function tell(listener: LossListener, error: LockLostError): void {
+  try {
+    listener(error);
+  } catch (err) {
+    process.nextTick(() => {
+      throw err;
+    });
+  }
+}
+
+function holdKey(kind: string, lockId: string, token: bigint): string {
+  return `${kind}\0${lockId}\0${token}`;
+}
+
+const routers = new WeakMap<Locker, LossRouter>();
+
+/** The {@link LossRouter} of `locker` (made on first use). */
+export function lossRouter(locker: Locker): LossRouter {
+  let router = routers.get(locker);
+  if (router === undefined) {
+    router = new LossRouter(locker);
+    routers.set(locker, router);
+  }
+  return router;
 }

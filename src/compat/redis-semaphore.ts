@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Lock as Hold } from '../lock.js';
 import type { Locker } from '../locker.js';
-import { lockerFor, type CompatClient } from './clients.js';
+import { lockerFor, lossRouter, type CompatClient } from './clients.js';
 import { acquirePermits, acquireSlot, firstThenWait, type Budget } from './permits.js';
 
 /** A user's ioredis client. */
@@ -70,8 +70,10 @@ const defaultOnLockLost: LockLostCallback = (err) => {
 /** What a lock holds: one or more locksmith handles. */
 interface Held {
   readonly holds: readonly Hold[];
-  readonly signal: AbortSignal;
 }
+
+/** Lease settings of each hold (made once per lock object, not per call). */
+type HoldSettings = Readonly<{ ttlMs: number; autoExtend: false; owner: string }>;
 
 /** The common life cycle: acquire, refresh on a timer, detect loss, release. */
 export abstract class Lock {
@@ -86,7 +88,12 @@ export abstract class Lock {
   readonly #refreshMs: number;
   readonly #onLockLost: LockLostCallback;
   #acquiredExternally: boolean;
+  readonly #settings: HoldSettings;
+  /** The first, one-shot attempt without a caller's signal (the common case): one object per lock. */
+  readonly #firstAttempt: HoldSettings & { readonly waitMs: 0 };
   #held: Held | undefined;
+  /** Stops watching the current hold(s) for loss. */
+  #unwatch: (() => void) | undefined;
   #timer: ReturnType<typeof setInterval> | undefined;
   #refreshing = false;
 
@@ -110,6 +117,9 @@ export abstract class Lock {
     // A refresh at 0.8 of the lease leaves one slow round trip between the holder and a loss.
     this.#refreshMs = refresh > 0 ? Math.max(1, Math.min(refresh, Math.floor(this.#lockTimeout / 3))) : 0;
     this.#onLockLost = options.onLockLost ?? defaultOnLockLost;
+    // The identifier is the holder's owner id, so that `acquiredExternally` can find the hold it names.
+    this.#settings = Object.freeze({ ttlMs: this.#lockTimeout, autoExtend: false, owner: this.#identifier });
+    this.#firstAttempt = Object.freeze({ ...this.#settings, waitMs: 0 });
   }
 
   /** This holder's id. */
@@ -143,8 +153,8 @@ export abstract class Lock {
     if (held === null) return false;
     this.#acquiredExternally = false;
     this.#held = held;
-    held.signal.addEventListener('abort', () => this.#lost(held), { once: true });
     if (this.#refreshMs > 0) this.#startRefresh(held);
+    this.#watch(held);
     return true;
   }
 
@@ -160,7 +170,12 @@ export abstract class Lock {
     const held = this.#held;
     this.#held = undefined;
     this.#acquiredExternally = false;
-    if (held) await Promise.all(held.holds.map((h) => h.release()));
+    this.#unwatch?.();
+    this.#unwatch = undefined;
+    if (held === undefined) return;
+    const [only] = held.holds;
+    if (held.holds.length === 1 && only) await only.release();
+    else await Promise.all(held.holds.map((h) => h.release()));
   }
 
   /** Take the lock within `budget`: the holds, or null. */
@@ -170,9 +185,14 @@ export abstract class Lock {
   protected abstract _lockId(): string;
 
   /** Lease settings of each hold: renewal is this class's timer, so that `stopRefresh()` can end it. */
-  protected _settings(): { ttlMs: number; autoExtend: false; owner: string } {
-    // The identifier is the holder's owner id, so that `acquiredExternally` can find the hold it names.
-    return { ttlMs: this.#lockTimeout, autoExtend: false, owner: this.#identifier };
+  protected _settings(): HoldSettings {
+    return this.#settings;
+  }
+
+  /** The settings of one attempt that waits at most `waitMs` (the same object for every first attempt). */
+  protected _attempt(waitMs: number, signal: AbortSignal | undefined): HoldSettings & { readonly waitMs: number; readonly signal?: AbortSignal } {
+    if (waitMs === 0 && signal === undefined) return this.#firstAttempt;
+    return { ...this.#settings, waitMs, ...(signal ? { signal } : {}) };
   }
 
   #budget(signal: AbortSignal | undefined): Budget {
@@ -189,7 +209,23 @@ export abstract class Lock {
     const hold = await this._locker.tryLock(id, this._settings());
     if (hold === null) return null;
     await hold.extend(this.#lockTimeout);
-    return { holds: [hold], signal: hold.signal };
+    return { holds: [hold] };
+  }
+
+  /**
+   * Report a loss of any hold through the locker's one `lost` listener (clients.ts), not an
+   * abort listener per hold: a hold's signal costs a controller per acquisition.
+   */
+  #watch(held: Held): void {
+    const router = lossRouter(this._locker);
+    const onLost = (error: unknown): void => this.#lost(held, error);
+    const [only] = held.holds;
+    if (held.holds.length === 1 && only) {
+      this.#unwatch = router.watch(only, onLost);
+      return;
+    }
+    const unwatches = held.holds.map((h) => router.watch(h, onLost));
+    this.#unwatch = () => unwatches.forEach((u) => u());
   }
 
   #startRefresh(held: Held): void {
@@ -206,12 +242,14 @@ export abstract class Lock {
     this.#timer.unref();
   }
 
-  #lost(held: Held): void {
+  #lost(held: Held, cause: unknown): void {
     // Released on purpose, or refresh stopped (the hold was meant to expire): not a loss to report.
     if (this.#held !== held || this.#timer === undefined) return;
     this.#held = undefined;
     this.stopRefresh();
-    const error = new LostLockError(`Lost ${this._kind} for key ${this._key}`, { cause: held.signal.reason });
+    this.#unwatch?.();
+    this.#unwatch = undefined;
+    const error = new LostLockError(`Lost ${this._kind} for key ${this._key}`, { cause });
     this.#onLockLost.call(this, error);
   }
 }
@@ -226,10 +264,9 @@ export class Mutex extends Lock {
     return `mutex:${this._key}`;
   }
   protected async _take(budget: Budget): Promise<Held | null> {
-    const hold = await firstThenWait(budget, (waitMs) =>
-      this._locker.tryLock(this._lockId(), { ...this._settings(), waitMs, ...(budget.signal ? { signal: budget.signal } : {}) }),
-    );
-    return hold && { holds: [hold], signal: hold.signal };
+    const id = this._lockId();
+    const hold = await firstThenWait(budget, (waitMs) => this._locker.tryLock(id, this._attempt(waitMs, budget.signal)));
+    return hold && { holds: [hold] };
   }
 }
 
@@ -305,6 +342,5 @@ export class RedlockSemaphore extends Lock {
 }
 
 function held(holds: readonly Hold[]): Held {
-  const [only] = holds;
-  return { holds, signal: holds.length === 1 && only ? only.signal : AbortSignal.any(holds.map((h) => h.signal)) };
+  return { holds };
 }

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { LockLostError, LockTimeoutError, QuorumError, isLocksmithError } from '../errors.js';
 import type { MultiLock } from '../lock-all.js';
 import type { Locker } from '../locker.js';
-import { lockerFor, type CompatClient } from './clients.js';
+import { lockerFor, lossRouter, type CompatClient } from './clients.js';
 
 /** A user's ioredis client (`Redis` or `Cluster`). */
 export type Client = CompatClient;
@@ -114,6 +114,8 @@ export default class Redlock extends EventEmitter {
   readonly clients: Set<Client>;
   readonly settings: Settings;
   readonly #locker: Locker;
+  /** The attempts of every successful operation (all votes for): made once, not per call. */
+  #succeeded: ReadonlyArray<Promise<ExecutionStats>> | undefined;
 
   constructor(clients: Iterable<Client>, settings: Partial<Settings> = {}, scripts: object = {}) {
     super();
@@ -155,7 +157,7 @@ export default class Redlock extends EventEmitter {
     } catch (err) {
       throw this.#failure(err, QUORUM_MESSAGE);
     }
-    return { attempts: [Promise.resolve(this.#stats(true))], start };
+    return { attempts: this.#success(), start };
   }
 
   /** Extend a valid lock to `duration` ms from now; the old Lock object is spent (expiration 0). */
@@ -196,26 +198,27 @@ export default class Redlock extends EventEmitter {
     const multi = await this.#take(resources, duration, true, settings);
     const controller = new AbortController();
     const signal = controller.signal as RedlockAbortSignal;
-    const onLost = (): void => {
-      const cause: unknown = multi.signal.reason;
+    const onLost = (cause: unknown): void => {
+      if (controller.signal.aborted) return;
       const error = new ExecutionError('The lock was lost: exclusivity can no longer be guaranteed.', [], { cause });
       signal.error = error;
       this.emit('error', cause instanceof Error ? cause : error);
       controller.abort(error);
     };
-    if (multi.signal.aborted) onLost();
-    else multi.signal.addEventListener('abort', onLost, { once: true });
+    // The locker's one `lost` listener (clients.ts), not a signal per lock: a lock's signal costs a controller.
+    const router = lossRouter(this.#locker);
+    const unwatch = multi.locks.map((l) => router.watch(l, onLost));
     try {
       return await routine(signal);
     } finally {
-      multi.signal.removeEventListener('abort', onLost);
+      for (const u of unwatch) u();
       // A failed release is reported, not thrown: the lease expires by itself, and the routine's outcome stands.
       await multi.release().catch((err: unknown) => this.emit('error', err));
     }
   }
 
   async #take(resources: string[], duration: number, renew: boolean, settings: CallSettings | undefined): Promise<MultiLock> {
-    const s = { ...this.settings, ...settings };
+    const s = settings === undefined ? this.settings : { ...this.settings, ...settings };
     // node-redlock gives up after retryCount retries spaced retryDelay apart: that span is the wait bound.
     const windowMs = s.retryCount === -1 ? undefined : Math.max(0, s.retryCount) * Math.max(0, s.retryDelay);
     const deadline = windowMs === undefined ? undefined : Date.now() + windowMs;
@@ -243,9 +246,15 @@ export default class Redlock extends EventEmitter {
   }
 
   #lock(resources: string[], multi: MultiLock): Lock {
-    const remaining = Math.min(...multi.locks.map((l) => l.remainingMs()));
+    let remaining = Infinity;
+    for (const l of multi.locks) remaining = Math.min(remaining, l.remainingMs());
     const value = multi.locks[0]?.ownerId ?? randomBytes(16).toString('hex');
-    return new Lock(this, resources, value, [Promise.resolve(this.#stats(true))], Date.now() + Math.floor(remaining), multi);
+    return new Lock(this, resources, value, this.#success(), Date.now() + Math.floor(remaining), multi);
+  }
+
+  /** The attempts of a successful operation, shared by every Lock and release result of this instance. */
+  #success(): ReadonlyArray<Promise<ExecutionStats>> {
+    return (this.#succeeded ??= Object.freeze([Promise.resolve(this.#stats(true))]));
   }
 
   /** node-redlock's error for a locksmith failure, with per-client votes; emits each vote's error. */

@@ -1,0 +1,145 @@
+/**
+ * The shims' own cost of an uncontended cycle, layer by layer, in ONE run on one
+ * redis-server, alternating rounds (order rotated every round) so that machine load hits
+ * every contender alike: plain locksmith `lock()+release()`, the same with an explicit owner,
+ * each shim, and the library it replaces. Wall time p50 per cycle, and this process's CPU
+ * time per cycle (median of the rounds), in µs.
+ * Run: `npx tsx --expose-gc bench/compat-cycle.ts` (figures: docs/benchmarks.md, "Compat shims").
+ * Before/after in one run: `BASE=<dir with an older src/>` adds that tree's contenders, prefixed `base `.
+ */
+import { Redis } from 'ioredis';
+import OriginalRedlock from 'redlock';
+import { Mutex as OriginalMutex } from 'redis-semaphore';
+import ShimRedlock from '../src/compat/redlock.js';
+import { Mutex as ShimMutex } from '../src/compat/redis-semaphore.js';
+import { lockerFor } from '../src/compat/clients.js';
+import { startRedis } from '../scripts/servers/redis.js';
+
+const CYCLES = Number(process.env.CYCLES ?? 300);
+const ROUNDS = Number(process.env.ROUNDS ?? 12);
+
+interface Contender {
+  readonly name: string;
+  cycle(key: string): Promise<unknown>;
+}
+
+function pct(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+}
+
+interface Tree {
+  readonly Redlock: typeof ShimRedlock;
+  readonly Mutex: typeof ShimMutex;
+  readonly lockerFor: typeof lockerFor;
+}
+
+function contenders(port: number, clients: Redis[], tree: Tree, prefix: string, originals: boolean): Contender[] {
+  const client = (): Redis => {
+    const c = new Redis({ port, host: '127.0.0.1' });
+    clients.push(c);
+    return c;
+  };
+  const plain = tree.lockerFor([client()]);
+  const owned = tree.lockerFor([client()]);
+  const redlock = new OriginalRedlock([client()]);
+  const shimRedlock = new tree.Redlock([client()]);
+  const rs = client();
+  const shim = client();
+  let n = 0;
+  const list: Contender[] = [
+    { name: 'locksmith lock+release', cycle: async (k) => (await plain.lock(k)).release() },
+    { name: 'locksmith lock(owner)+release', cycle: async (k) => (await owned.lock(k, { owner: `o${n++}`, autoExtend: false })).release() },
+    {
+      name: 'tryLock(owner,ttl,waitMs 0)',
+      cycle: async (k) => (await owned.tryLock(k, { owner: `o${n++}`, autoExtend: false, ttlMs: 10_000, waitMs: 0 }))!.release(),
+    },
+    {
+      name: '+ signal listener',
+      cycle: async (k) => {
+        const h = (await owned.tryLock(k, { owner: `o${n++}`, autoExtend: false, ttlMs: 10_000, waitMs: 0 }))!;
+        h.signal.addEventListener('abort', () => undefined, { once: true });
+        return h.release();
+      },
+    },
+    {
+      name: '+ setInterval',
+      cycle: async (k) => {
+        const h = (await owned.tryLock(k, { owner: `o${n++}`, autoExtend: false, ttlMs: 10_000, waitMs: 0 }))!;
+        h.signal.addEventListener('abort', () => undefined, { once: true });
+        const t = setInterval(() => undefined, 3333);
+        t.unref();
+        clearInterval(t);
+        return h.release();
+      },
+    },
+    { name: 'node-redlock 5', cycle: async (k) => (await redlock.acquire([k], 10_000)).release() },
+    { name: 'compat/redlock', cycle: async (k) => (await shimRedlock.acquire([k], 10_000)).release() },
+    {
+      name: 'redis-semaphore Mutex',
+      cycle: async (k) => {
+        const m = new OriginalMutex(rs, k);
+        await m.acquire();
+        await m.release();
+      },
+    },
+    {
+      name: 'compat/redis-semaphore Mutex',
+      cycle: async (k) => {
+        const m = new tree.Mutex(shim, k);
+        await m.acquire();
+        await m.release();
+      },
+    },
+  ];
+  const originalsOnly = new Set(['node-redlock 5', 'redis-semaphore Mutex']);
+  return list
+    .filter((c) => originals || !originalsOnly.has(c.name))
+    .map((c) => (originalsOnly.has(c.name) ? c : { name: `${prefix}${c.name}`, cycle: c.cycle }));
+}
+
+/** This process's CPU time per cycle of each round (µs): what the client's own code costs, whatever the load. */
+const cpu = new Map<string, number[]>();
+
+async function round(c: Contender, r: number): Promise<number[]> {
+  const times: number[] = [];
+  const cpu0 = process.cpuUsage();
+  for (let i = 0; i < CYCLES; i++) {
+    const t0 = performance.now();
+    await c.cycle(`cycle:${r}:${i % 8}`);
+    times.push((performance.now() - t0) * 1000);
+  }
+  const used = process.cpuUsage(cpu0);
+  if (r >= 0) cpu.set(c.name, [...(cpu.get(c.name) ?? []), (used.user + used.system) / CYCLES]);
+  return times;
+}
+
+const server = await startRedis();
+const clients: Redis[] = [];
+try {
+  const port = server.nodes[0]!.port;
+  const list = contenders(port, clients, { Redlock: ShimRedlock, Mutex: ShimMutex, lockerFor }, '', true);
+  if (process.env.BASE) {
+    const base = process.env.BASE;
+    const tree: Tree = {
+      Redlock: ((await import(`${base}/src/compat/redlock.ts`)) as { default: typeof ShimRedlock }).default,
+      Mutex: ((await import(`${base}/src/compat/redis-semaphore.ts`)) as { Mutex: typeof ShimMutex }).Mutex,
+      lockerFor: ((await import(`${base}/src/compat/clients.ts`)) as { lockerFor: typeof lockerFor }).lockerFor,
+    };
+    list.push(...contenders(port, clients, tree, 'base ', false));
+  }
+  for (const c of list) await round(c, -1);
+  const all = new Map(list.map((c) => [c.name, [] as number[]]));
+  for (let r = 0; r < ROUNDS; r++) {
+    const k = r % list.length;
+    for (const c of [...list.slice(k), ...list.slice(0, k)]) all.get(c.name)!.push(...(await round(c, r)));
+  }
+  for (const c of list) {
+    const wall = pct(all.get(c.name)!, 50).toFixed(1);
+    console.log(`${c.name.padEnd(38)} p50 ${wall.padStart(6)} µs   CPU ${pct(cpu.get(c.name)!, 50).toFixed(1).padStart(6)} µs/cycle`);
+  }
+} finally {
+  await Promise.allSettled(clients.map((c) => c.quit()));
+  await server.stop();
+}
+process.exit(0);
