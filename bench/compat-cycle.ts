@@ -5,7 +5,8 @@
  * each shim, and the library it replaces. Wall time p50 per cycle, and this process's CPU
  * time per cycle (median of the rounds), in µs.
  * Run: `npx tsx --expose-gc bench/compat-cycle.ts` (figures: docs/benchmarks.md, "Compat shims").
- * Before/after in one run: `BASE=<dir with an older src/>` adds that tree's contenders, prefixed `base `.
+ * Before/after in one run: `BASE=<dir with an older src/>` adds that tree's contenders, prefixed `base `;
+ * `ONLY=<regex>` keeps the contenders it matches; `CYCLES` per round (300), `ROUNDS` (12).
  */
 import { Redis } from 'ioredis';
 import OriginalRedlock from 'redlock';
@@ -128,6 +129,8 @@ try {
     };
     list.push(...contenders(port, clients, tree, 'base ', false));
   }
+  const only = process.env.ONLY === undefined ? undefined : new RegExp(process.env.ONLY);
+  if (only) list.splice(0, list.length, ...list.filter((c) => only.test(c.name)));
   for (const c of list) await round(c, -1);
   const all = new Map(list.map((c) => [c.name, [] as number[]]));
   for (let r = 0; r < ROUNDS; r++) {

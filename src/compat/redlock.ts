@@ -10,6 +10,7 @@ import { LockLostError, LockTimeoutError, QuorumError, isLocksmithError } from '
 import type { MultiLock } from '../lock-all.js';
 import type { Locker } from '../locker.js';
 import { lockerFor, lossRouter, type CompatClient } from './clients.js';
+import { OneLock } from './one-lock.js';
 
 /** A user's ioredis client (`Redis` or `Cluster`). */
 export type Client = CompatClient;
@@ -227,12 +228,15 @@ export default class Redlock extends EventEmitter {
     for (;;) {
       const timeoutMs = deadline === undefined ? undefined : Math.max(0, deadline - Date.now());
       try {
-        return await this.#locker.lockAll(resources, {
+        const options = {
           ttlMs: duration,
           autoExtend: renew,
           ...(timeoutMs === undefined ? {} : { timeoutMs }),
           ...(settings?.signal ? { signal: settings.signal } : {}),
-        });
+        };
+        const [only] = resources;
+        if (Array.isArray(resources) && resources.length === 1 && typeof only === 'string') return new OneLock(await this.#locker.lock(only, options));
+        return await this.#locker.lockAll(resources, options);
       } catch (err) {
         if (settings?.signal?.aborted && err === settings.signal.reason) throw err;
         const failure = this.#failure(err, QUORUM_MESSAGE, attempts);
