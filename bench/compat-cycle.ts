@@ -35,6 +35,34 @@ interface Tree {
   readonly lockerFor: typeof lockerFor;
 }
 
+/** The shim's layers one by one over plain `tryLock`: an explicit owner, a loss listener, a refresh timer. */
+function layers(locker: ReturnType<typeof lockerFor>, owner: () => string): Contender[] {
+  const take = async (k: string): Promise<Awaited<ReturnType<typeof locker.lock>>> =>
+    (await locker.tryLock(k, { owner: owner(), autoExtend: false, ttlMs: 10_000, waitMs: 0 }))!;
+  return [
+    { name: 'tryLock(owner,ttl,waitMs 0)', cycle: async (k) => (await take(k)).release() },
+    {
+      name: '+ signal listener',
+      cycle: async (k) => {
+        const h = await take(k);
+        h.signal.addEventListener('abort', () => undefined, { once: true });
+        return h.release();
+      },
+    },
+    {
+      name: '+ setInterval',
+      cycle: async (k) => {
+        const h = await take(k);
+        h.signal.addEventListener('abort', () => undefined, { once: true });
+        const t = setInterval(() => undefined, 3333);
+        t.unref();
+        clearInterval(t);
+        return h.release();
+      },
+    },
+  ];
+}
+
 function contenders(port: number, clients: Redis[], tree: Tree, prefix: string, originals: boolean): Contender[] {
   const client = (): Redis => {
     const c = new Redis({ port, host: '127.0.0.1' });
@@ -51,29 +79,7 @@ function contenders(port: number, clients: Redis[], tree: Tree, prefix: string, 
   const list: Contender[] = [
     { name: 'locksmith lock+release', cycle: async (k) => (await plain.lock(k)).release() },
     { name: 'locksmith lock(owner)+release', cycle: async (k) => (await owned.lock(k, { owner: `o${n++}`, autoExtend: false })).release() },
-    {
-      name: 'tryLock(owner,ttl,waitMs 0)',
-      cycle: async (k) => (await owned.tryLock(k, { owner: `o${n++}`, autoExtend: false, ttlMs: 10_000, waitMs: 0 }))!.release(),
-    },
-    {
-      name: '+ signal listener',
-      cycle: async (k) => {
-        const h = (await owned.tryLock(k, { owner: `o${n++}`, autoExtend: false, ttlMs: 10_000, waitMs: 0 }))!;
-        h.signal.addEventListener('abort', () => undefined, { once: true });
-        return h.release();
-      },
-    },
-    {
-      name: '+ setInterval',
-      cycle: async (k) => {
-        const h = (await owned.tryLock(k, { owner: `o${n++}`, autoExtend: false, ttlMs: 10_000, waitMs: 0 }))!;
-        h.signal.addEventListener('abort', () => undefined, { once: true });
-        const t = setInterval(() => undefined, 3333);
-        t.unref();
-        clearInterval(t);
-        return h.release();
-      },
-    },
+    ...layers(owned, () => `o${n++}`),
     { name: 'node-redlock 5', cycle: async (k) => (await redlock.acquire([k], 10_000)).release() },
     { name: 'compat/redlock', cycle: async (k) => (await shimRedlock.acquire([k], 10_000)).release() },
     {
