@@ -62,7 +62,7 @@ export type LossListener = (error: LockLostError) => void;
 /**
  * The losses of one locker's holds, told to whoever watches each: ONE `lost` listener per
  * locker instead of an abort listener per hold, whose signal (an AbortController per hold)
- * was a tenth of a shim's uncontended cycle (docs/benchmarks.md, "Compat shims"). A hold is
+ * cost 5–7 µs of a shim's uncontended cycle (docs/benchmarks.md, "Compat shims"). A hold is
  * named by kind, lock id and fencing token, which no other hold of that lock shares.
  */
 export class LossRouter {

@@ -1,7 +1,7 @@
 /**
  * One resource's lock in the shape of a `lockAll` result: with one id there is nothing to
  * order, combine or roll back, so node-redlock's common single-resource `acquire` skips
- * `lockAll`'s set bookkeeping, a fifth of the shim's own cost of an uncontended cycle
+ * `lockAll`'s set bookkeeping, most of the shim's own cost of an uncontended cycle
  * (docs/benchmarks.md, "Compat shims").
  */
 import { InvalidArgumentError } from '../errors.js';

@@ -190,7 +190,10 @@ export abstract class Lock {
   }
 
   /** The settings of one attempt that waits at most `waitMs` (the same object for every first attempt). */
-  protected _attempt(waitMs: number, signal: AbortSignal | undefined): HoldSettings & { readonly waitMs: number; readonly signal?: AbortSignal } {
+  protected _attempt(
+    waitMs: number,
+    signal: AbortSignal | undefined,
+  ): HoldSettings & { readonly waitMs: number; readonly signal?: AbortSignal } {
     if (waitMs === 0 && signal === undefined) return this.#firstAttempt;
     return { ...this.#settings, waitMs, ...(signal ? { signal } : {}) };
   }

@@ -235,7 +235,8 @@ export default class Redlock extends EventEmitter {
           ...(settings?.signal ? { signal: settings.signal } : {}),
         };
         const [only] = resources;
-        if (Array.isArray(resources) && resources.length === 1 && typeof only === 'string') return new OneLock(await this.#locker.lock(only, options));
+        if (Array.isArray(resources) && resources.length === 1 && typeof only === 'string')
+          return new OneLock(await this.#locker.lock(only, options));
         return await this.#locker.lockAll(resources, options);
       } catch (err) {
         if (settings?.signal?.aborted && err === settings.signal.reason) throw err;
