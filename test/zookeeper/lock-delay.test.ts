@@ -67,9 +67,9 @@ test('a holder whose session expired behind a partition keeps the lock unavailab
   await eventually('the holder node is gone', async () => (await nodesOf(doomedBackend, lockId)).queue.length === 1, 60_000);
   // Back at once: the live client learns its session expired and keeps the marker for the delay.
   proxy.heal();
-  assert.equal((await nodesOf(doomedBackend, lockId)).markers.length, 1, 'the marker outlives the holder node');
-  assert.equal(await newcomer.tryLock(lockId), null, 'a newcomer is refused during the delay');
   assert.equal(granted, false, 'the waiter behind the vanished holder still waits');
+  assert.equal(await newcomer.tryLock(lockId), null, 'a newcomer is refused during the delay');
+  assert.equal((await nodesOf(doomedBackend, lockId)).markers.length, 1, 'the marker outlives the holder node');
   const next = await waiter;
   assert.equal(next.held, true);
   assert.ok(next.token > held.token);
