@@ -90,6 +90,22 @@ test('a hold whose ttl lapsed keeps the delay although its client lives on; forc
   await next.release();
 });
 
+test('a reader that lapsed with a delay blocks a writer but not another reader', T, async () => {
+  const b = backend();
+  const [a, other] = [client(b), client()];
+  const lockId = id('reader');
+  await a.readWriteLock(lockId).read({ ttlMs: 500, autoExtend: false, lockDelayMs: 30_000 });
+  await eventually('the lapsed node is gone', async () => (await nodesOf(b, lockId)).queue.length === 0);
+  const reader = await other.readWriteLock(lockId).tryRead();
+  assert.ok(reader, 'a reader shares with the vanished reader');
+  await reader.release();
+  assert.equal(await other.readWriteLock(lockId).tryWrite(), null, 'a writer waits out the delay');
+  assert.ok((await other.forceRelease(lockId, { reason: 'test: end the delay' })) >= 0);
+  const writer = await other.readWriteLock(lockId).tryWrite();
+  assert.ok(writer, 'free after the forced release');
+  await writer.release();
+});
+
 test('a clean release imposes no delay: the waiter takes over and no marker is left', T, async () => {
   const b = backend();
   const [a, waiting] = [client(b), client()];

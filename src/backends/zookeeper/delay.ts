@@ -16,7 +16,7 @@
  * for a marker before it holds.
  */
 import { randomUUID } from 'node:crypto';
-import { InvalidArgumentError, unavailable, type AcquireRequest, type AcquireResult, type Grant } from '../kit.js';
+import { InvalidArgumentError, unavailable, type AcquireRequest, type AcquireResult, type Grant, type LockKind } from '../kit.js';
 import { UnsupportedError } from '../../errors.js';
 import { MODE, RC, ZkError, isConnectionLoss } from './driver.js';
 import { protectedPrefix, uuidOf } from './layout.js';
@@ -52,7 +52,7 @@ export async function attemptWithDelay(
   box.data = r.grant.data;
   if (box.lost) markers.lost(box.data);
   try {
-    await markers.mark(req.lockId, r.grant.data, t.uuid, t.paths.base, req.lockDelayMs);
+    await markers.mark(r.grant, t.uuid, t.paths.base, req.lockDelayMs);
   } catch (err) {
     await giveBack(r.grant).catch(() => undefined);
     throw err;
@@ -74,11 +74,21 @@ export function asksDelay(name: string): boolean {
   return uuidOf(name)?.[14] === 'd';
 }
 
-/** The first marker among a lock node's `children` whose holder's node is gone: it blocks the lock. */
-export function orphanMarker(children: readonly string[]): string | undefined {
+/** The marker's name: `_delay_r_<uuid>` for a read hold (readers still share), `_delay_x_<uuid>` for any other. */
+export function markerName(kind: LockKind, uuid: string): string {
+  return `${DELAY_PREFIX}${kind === 'read' ? 'r' : 'x'}_${uuid}`;
+}
+
+/**
+ * The first marker among a lock node's `children` whose holder's node is gone and whose hold
+ * excludes a hold of `kind`: it blocks the lock for that hold.
+ */
+export function orphanMarker(children: readonly string[], kind: LockKind): string | undefined {
   for (const c of children) {
     if (!c.startsWith(DELAY_PREFIX)) continue;
-    const prefix = protectedPrefix(c.slice(DELAY_PREFIX.length));
+    const mode = c.slice(DELAY_PREFIX.length, DELAY_PREFIX.length + 1);
+    if (mode === 'r' && kind === 'read') continue;
+    const prefix = protectedPrefix(c.slice(DELAY_PREFIX.length + 2));
     if (!children.some((n) => n.startsWith(prefix))) return c;
   }
   return undefined;
@@ -130,9 +140,10 @@ export class DelayMarkers {
   }
 
   /** Write the marker of a hold just granted with `delayMs`, before the grant is handed out. */
-  async mark(lockId: string, data: ZkGrantData, uuid: string, base: string, delayMs: number): Promise<void> {
+  async mark(grant: Grant<ZkGrantData>, uuid: string, base: string, delayMs: number): Promise<void> {
+    const { lockId, data } = grant;
     const s = await this.#session(data.session.sessionTimeoutMs, delayMs);
-    const path = `${base}/${DELAY_PREFIX}${uuid}`;
+    const path = `${base}/${markerName(grant.kind, uuid)}`;
     for (let attempt = 0; ; attempt++) {
       try {
         await s.create(path, Buffer.from(String(delayMs)), MODE.EPHEMERAL);

@@ -94,7 +94,7 @@ async function queueStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: Zk
     return { wait: { type: 'node', path: `${base}/${p.watch ?? ''}`, lastBlocker } };
   }
   // A holder that vanished with a lock-delay left its marker: wait until it goes (delay.ts).
-  const marker = orphanMarker(children);
+  const marker = orphanMarker(children, req.kind);
   if (marker !== undefined) return { wait: { type: 'node', path: `${base}/${marker}` } };
   // The gate exists once a semaphore used this id; from then on every hold takes it. A hold
   // that saw no gate here was queued before the gate existed (see the docs).
