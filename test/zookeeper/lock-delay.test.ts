@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgumentError, createLocker, type Locker } from '../../src/index.js';
 import { createZooKeeperBackend, type ZooKeeperBackend } from '../../src/backends/zookeeper/index.js';
 import { ZkSession } from '../../src/backends/zookeeper/session.js';
@@ -104,6 +105,29 @@ test('a reader that lapsed with a delay blocks a writer but not another reader',
   const writer = await other.readWriteLock(lockId).tryWrite();
   assert.ok(writer, 'free after the forced release');
   await writer.release();
+});
+
+test('a writer queued behind a live reader after another reader vanished still waits out the delay', T, async () => {
+  const b = backend();
+  const [a, c, w] = [client(b), client(), client()];
+  const lockId = id('behind-reader');
+  await a.readWriteLock(lockId).read({ ttlMs: 500, autoExtend: false, lockDelayMs: 30_000 });
+  const live = await c.readWriteLock(lockId).read();
+  await eventually('the lapsed reader is gone', async () => (await nodesOf(b, lockId)).queue.length === 1);
+  let granted = false;
+  const writer = w
+    .readWriteLock(lockId)
+    .write({ timeoutMs: 60_000 })
+    .then((l) => ((granted = true), l));
+  await eventually('the writer is queued', async () => (await nodesOf(b, lockId)).queue.length === 2);
+  // The live reader's node was the writer's last blocker: its deletion is no hand-off here.
+  await live.release();
+  await sleep(1_000);
+  assert.equal(granted, false, 'the writer waits for the vanished reader\'s delay');
+  assert.ok((await c.forceRelease(lockId, { reason: 'test: end the delay' })) >= 0);
+  const held = await writer;
+  assert.equal(held.held, true);
+  await held.release();
 });
 
 test('a clean release imposes no delay: the waiter takes over and no marker is left', T, async () => {

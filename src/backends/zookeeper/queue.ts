@@ -89,8 +89,10 @@ async function queueStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: Zk
   }
   if (!p.holds) {
     const rest = queue.filter((n) => n.name !== p.watch);
-    // A holder with a lock-delay may leave a marker behind: its deletion alone is no hand-off.
-    const lastBlocker = predicate(rest, ours, queueShared(req.kind))?.holds === true && !asksDelay(p.watch ?? '');
+    // A holder with a lock-delay may leave a marker behind, and one that vanished already
+    // left one: then a deletion alone is no hand-off (docs/backends/zookeeper.md, "Lock-delay").
+    const delayed = asksDelay(p.watch ?? '') || orphanMarker(children, req.kind) !== undefined;
+    const lastBlocker = predicate(rest, ours, queueShared(req.kind))?.holds === true && !delayed;
     return { wait: { type: 'node', path: `${base}/${p.watch ?? ''}`, lastBlocker } };
   }
   // A holder that vanished with a lock-delay left its marker: wait until it goes (delay.ts).
