@@ -123,7 +123,7 @@ test('a writer queued behind a live reader after another reader vanished still w
   // The live reader's node was the writer's last blocker: its deletion is no hand-off here.
   await live.release();
   await sleep(1_000);
-  assert.equal(granted, false, 'the writer waits for the vanished reader\'s delay');
+  assert.equal(granted, false, "the writer waits for the vanished reader's delay");
   assert.ok((await c.forceRelease(lockId, { reason: 'test: end the delay' })) >= 0);
   const held = await writer;
   assert.equal(held.held, true);

@@ -200,7 +200,13 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
       });
     }
     const recipe = req.kind === 'semaphore' ? attemptSemaphore : attemptQueue;
-    const attempt = attemptWithDelay(this.#delays, req, t, (r) => recipe(this.#host, r, t), (g) => this.release(g)).catch((err: unknown) => {
+    const attempt = attemptWithDelay(
+      this.#delays,
+      req,
+      t,
+      (r) => recipe(this.#host, r, t),
+      (g) => this.release(g),
+    ).catch((err: unknown) => {
       // A failed attempt ends the acquisition: nothing of it may stay to block others.
       void this.#drop(t, undefined, true);
       throw err;

@@ -207,7 +207,11 @@ export class DelayMarkers {
     const wanted = delaySessionTimeout(mainMs, delayMs);
     let s = this.#sessions.get(wanted);
     if (!s?.alive) {
-      s = ZkSession.start({ connectString: this.#host.connectString, sessionTimeoutMs: wanted, connectTimeoutMs: this.#host.connectTimeoutMs });
+      s = ZkSession.start({
+        connectString: this.#host.connectString,
+        sessionTimeoutMs: wanted,
+        connectTimeoutMs: this.#host.connectTimeoutMs,
+      });
       this.#sessions.set(wanted, s);
     }
     try {
