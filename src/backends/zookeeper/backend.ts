@@ -29,8 +29,8 @@ import { EVENT } from './driver.js';
 import { SessionHolds, type ZkHold } from './session-holds.js';
 import { readLockState } from './inspect.js';
 import { breakLock, listLocks } from './list.js';
-import { lockPaths, parseLeaseData, protectedPrefix, type LockPaths } from './layout.js';
-import { Deleter, reapLockNode } from './nodes.js';
+import { lockPaths, protectedPrefix, type LockPaths } from './layout.js';
+import { Deleter, findOwnerNodes, reapLockNode } from './nodes.js';
 import { watchQueue } from './observe.js';
 import { watchChanges, type FeedHost } from './changes.js';
 import { attemptQueue } from './queue.js';
@@ -200,13 +200,8 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
       });
     }
     const recipe = req.kind === 'semaphore' ? attemptSemaphore : attemptQueue;
-    const attempt = attemptWithDelay(
-      this.#delays,
-      req,
-      t,
-      (r) => recipe(this.#host, r, t),
-      (g) => this.release(g),
-    ).catch((err: unknown) => {
+    const run = (r: AcquireRequest<ZkTicket>): Promise<AcquireResult<ZkTicket, ZkGrantData>> => recipe(this.#host, r, t);
+    const attempt = attemptWithDelay(this.#delays, req, t, run, (g) => this.release(g)).catch((err: unknown) => {
       // A failed attempt ends the acquisition: nothing of it may stay to block others.
       void this.#drop(t, undefined, true);
       throw err;
@@ -371,18 +366,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   async #dropOwner(req: AcquireRequest<ZkTicket>): Promise<void> {
     const s = this.#session;
     if (!s?.alive) return;
-    const { base, gate, leases } = this.paths(req.lockId);
-    const find = async (): Promise<string[]> => {
-      const found: string[] = [];
-      for (const parent of [base, gate, leases]) {
-        for (const child of await s.children(parent)) {
-          const node = await s.get(`${parent}/${child}`);
-          if (node && parseLeaseData(node.data).ownerId === req.ownerId) found.push(`${parent}/${child}`);
-        }
-      }
-      return found;
-    };
-    const nodes = await this.#op(s, 'list', find());
+    const nodes = await this.#op(s, 'list', findOwnerNodes(s, this.paths(req.lockId), req.ownerId));
     await this.#op(s, 'delete', Promise.all(nodes.map((n) => this.#deleter.delete(s, n)))).catch(() => undefined);
   }
 
