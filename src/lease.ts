@@ -8,16 +8,19 @@
  * before that deadline, so the critical section hears of the loss before any other client
  * could have been granted the lock.
  */
-import { performance } from 'node:perf_hooks';
 import type { Backend, Extension, Grant } from './backend.js';
 import { BackendUnavailableError, LockLostError, LockNotHeldError, LocksmithError, type LossReason } from './errors.js';
 import { lossGuardMs, validityDeadline } from './util/validity.js';
+import { leaseClock } from './util/clock.js';
 import { leaseLog as log, ms } from './observe/log.js';
 
 export { lossGuardMs, validityDeadline } from './util/validity.js';
 
-/** Monotonic milliseconds (the clock `validUntil` is expressed in). */
-export const now = (): number => performance.now();
+/**
+ * Monotonic milliseconds, plus any time the host was seen suspended (the clock `validUntil`
+ * is expressed in; src/util/clock.ts says why).
+ */
+export const now = (): number => leaseClock.now();
 
 /** What the lease tells whoever keeps it (the locker's registry). Called synchronously; must not throw. */
 export interface LeaseHooks {

@@ -57,8 +57,9 @@ export class Lock implements AsyncDisposable {
   }
 
   /**
-   * Local monotonic deadline (`performance.now()` ms, not wall-clock time) up to which
-   * exclusivity is guaranteed; it moves forward with every renewal. Most code wants
+   * Local monotonic deadline up to which exclusivity is guaranteed, in `performance.now()`
+   * ms plus any time the host was seen suspended (0 unless it was; docs/guarantees.md,
+   * "Validity"); not wall-clock time. It moves forward with every renewal. Most code wants
    * {@link Lock.remainingMs} instead.
    */
   get validUntil(): number {

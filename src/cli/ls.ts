@@ -44,7 +44,9 @@ export function tableRows(locks: readonly LockInfo[], now: number): string[][] {
       rows.push([l.lockId, l.kind, '-', '-', '-', l.lastToken === undefined ? '-' : String(l.lastToken), waiters]);
     l.holders.forEach((h, i) => {
       const left = h.leaseEndsAt !== undefined ? h.leaseEndsAt - now : h.expiresInMs;
-      const who = `${describeWho(h)}${h.count > 1 ? ` ×${h.count}` : ''}`;
+      // A weighted semaphore hold says how many permits it takes: the pool's use is their sum.
+      const permits = h.weight !== undefined && h.weight > 1 ? ` (${h.weight} permits)` : '';
+      const who = `${describeWho(h)}${h.count > 1 ? ` ×${h.count}` : ''}${permits}`;
       const held = h.acquiredAt === undefined ? '-' : formatSpan(now - h.acquiredAt);
       rows.push([i === 0 ? l.lockId : '', i === 0 ? l.kind : '', who, held, formatSpan(left), String(h.token), i === 0 ? waiters : '']);
     });

@@ -31,7 +31,8 @@ export function formatStatus(state: LockInfo, json: boolean): string {
   for (const h of state.holders) {
     const exp = h.expiresInMs === undefined ? '' : `, expires in ${h.expiresInMs} ms`;
     const count = h.count > 1 ? `, count ${h.count}` : '';
-    lines.push(`holder: ${describeWho(h)} (${h.kind}), token ${h.token}${exp}${count}`);
+    const permits = h.weight !== undefined && h.weight > 1 ? `, ${h.weight} permits` : '';
+    lines.push(`holder: ${describeWho(h)} (${h.kind}), token ${h.token}${exp}${count}${permits}`);
   }
   lines.push(`waiters: ${state.waiters}`);
   state.queue.forEach((w, i) => {

@@ -47,7 +47,7 @@ export type RunResult =
 const here = dirname(fileURLToPath(import.meta.url));
 
 /** libfaketime's preload library, installed with the harness when missing. */
-async function faketimeLibrary(): Promise<string> {
+export async function faketimeLibrary(): Promise<string> {
   await aptInstall('faketime', ['faketime']);
   for (const dir of readdirSync('/usr/lib').map((d) => join('/usr/lib', d, 'faketime', 'libfaketime.so.1'))) {
     if (existsSync(dir)) return dir;

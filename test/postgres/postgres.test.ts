@@ -10,7 +10,7 @@ import pg from 'pg';
 import { createLocker, type Locker } from '../../src/index.js';
 import { createPostgresBackend, migrate } from '../../src/backends/postgres/index.js';
 import { admin, startPostgres } from '../../scripts/servers/postgres.js';
-import { useServer, waitingOn } from '../helpers.js';
+import { eventually, useServer, waitingOn } from '../helpers.js';
 import { sqlCases, type SqlTarget } from '../sql/cases.js';
 import { sqlSweepCases } from '../sql/sweep.js';
 import { sqlObserveCases } from '../sql/observe.js';
@@ -83,6 +83,12 @@ describe('postgres: wake-ups and pools', () => {
   test('postgresql:// is the same backend', { timeout: 60_000 }, () => postgresqlSchemeAlias(client));
 
   test("a user's pool: migrate(pool), locks through it, and close() leaves the pool open", { timeout: 60_000 }, usersPoolStaysOpen);
+
+  test(
+    'an attempt aborted while it waits for a pooled connection runs later and leaves no hold (explicit owner)',
+    { timeout: 60_000 },
+    () => abortedInPoolLeavesNoHold(client),
+  );
 });
 
 /** A locker on `url`, closed after the describe. */
@@ -152,6 +158,44 @@ async function usersPoolStaysOpen(): Promise<void> {
     assert.equal((await pool.query('SELECT 1 AS one')).rows[0]?.one, 1, 'the pool is still usable');
   } finally {
     // A failed check must not leave a LISTEN connection checked out: pool.end() would wait for it.
+    await Promise.allSettled(mine.map((l) => l.close()));
+    await pool.end();
+  }
+}
+
+/**
+ * The attempt waits for the pool's only connection; the caller aborts; the connection comes
+ * free and the attempt commits a grant nobody will use. An explicit owner gets no clean-up by
+ * owner from the core (it may hold the lock elsewhere), so without the backend's own undo the
+ * hold would block the lock for its whole 60 s ttl.
+ */
+async function abortedInPoolLeavesNoHold(client: Client): Promise<void> {
+  // One connection and no LISTEN: the pool's queue (first come, first served) orders the steps.
+  const pool = new pg.Pool({ connectionString: server.url, max: 1, idleTimeoutMillis: 0 });
+  const mine: Locker[] = [];
+  let busy: pg.PoolClient | undefined;
+  try {
+    await migrate(pool, { table: 'abortpool' });
+    const lockId = `pg:abort:${randomBytes(4).toString('hex')}`;
+    const a = createLocker(await createPostgresBackend(pool, { table: 'abortpool', listen: false }), { ttlMs: 60_000 });
+    const b = client(`${server.url}?table=abortpool`);
+    mine.push(a);
+    busy = await pool.connect();
+    const ctl = new AbortController();
+    const attempt = a.lock(lockId, { owner: 'job-7', signal: ctl.signal });
+    await eventually('the attempt waits for the connection', () => pool.waitingCount > 0);
+    ctl.abort(new Error('gave up'));
+    await assert.rejects(attempt, /gave up/);
+    // Queued behind the attempt: once this has the connection, the attempt has committed.
+    const probe = pool.connect();
+    busy.release();
+    busy = undefined;
+    (await probe).release();
+    const next = await b.lock(lockId, { timeoutMs: 10_000 });
+    assert.equal((await b.inspect(lockId)).holders.length, 1, 'only the new holder');
+    await next.release();
+  } finally {
+    busy?.release();
     await Promise.allSettled(mine.map((l) => l.close()));
     await pool.end();
   }

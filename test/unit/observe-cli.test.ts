@@ -5,6 +5,7 @@ import { createLocker, type LockInfo } from '../../src/index.js';
 import { main } from '../../src/cli/main.js';
 import { EXIT } from '../../src/cli/exit.js';
 import { formatSpan, formatTable, runLs } from '../../src/cli/ls.js';
+import { formatStatus } from '../../src/cli/status.js';
 import { eventually, lossOf, waitingOn } from '../helpers.js';
 
 async function stdoutOf(argv: string[]): Promise<{ code: number; out: string }> {
@@ -39,6 +40,7 @@ const listing: LockInfo[] = [
     holders: [
       { ownerId: 'a', kind: 'semaphore', token: 7n, count: 1, identity: { host: 'h1', pid: 1, name: 'w' }, expiresInMs: 900 },
       { ownerId: 'b', kind: 'semaphore', token: 8n, count: 3 },
+      { ownerId: 'c', kind: 'semaphore', token: 9n, count: 1, weight: 4 },
     ],
     waiters: 0,
     queue: [],
@@ -48,13 +50,17 @@ const listing: LockInfo[] = [
 
 test('ls table: lock, kind, holder name pid@host, held for, lease left, token, waiters; never meta', () => {
   const text = formatTable(listing, NOW);
-  const [head, first, second, third, fourth] = text.trimEnd().split('\n');
+  const [head, first, second, third, weighted, fourth] = text.trimEnd().split('\n');
   assert.match(head ?? '', /^LOCK\s+KIND\s+HOLDER\s+HELD FOR\s+LEASE LEFT\s+TOKEN\s+WAITERS$/);
   assert.match(first ?? '', /^jobs:nightly\s+mutex\s+billing 812@web-3\s+2m05s\s+8\.5s\s+41\s+2$/);
   assert.match(second ?? '', /^pool\s+semaphore\s+w 1@h1\s+-\s+900ms\s+7\s+0$/);
   assert.match(third ?? '', /^\s+b ×3\s+-\s+-\s+8$/);
+  assert.match(weighted ?? '', /^\s+c \(4 permits\)\s+-\s+-\s+9$/);
   assert.match(fourth ?? '', /^free-but-waited\s+rw\s+-\s+-\s+-\s+-\s+1$/);
   assert.ok(!text.includes('s3cr3t'));
+  const pool = formatStatus(listing[1] as LockInfo, false);
+  assert.match(pool, /holder: c \(semaphore\), token 9, 4 permits\n/);
+  assert.doesNotMatch(pool, /token 7, expires in 900 ms, \d+ permits/);
   assert.deepEqual([formatSpan(12), formatSpan(3_210), formatSpan(3_725_000), formatSpan(undefined)], ['12ms', '3.2s', '1h02m', '-']);
 });
 

@@ -119,14 +119,37 @@ export class SqlBackend implements Backend<SqlTicket, undefined> {
   }
 
   async tryAcquire(req: AcquireRequest<SqlTicket>): Promise<AcquireResult<SqlTicket, undefined>> {
+    const attempt = this.#attempt(req);
     try {
-      return await raceAbort(this.#attempt(req), req.signal);
+      return await raceAbort(attempt, req.signal);
     } catch (err) {
-      if (req.signal.aborted) throw err;
+      if (req.signal.aborted) {
+        this.#undoLate(req, attempt);
+        throw err;
+      }
       if (!this.#engine.isTransient(err)) throw this.#fail(`acquire of '${req.lockId}'`, err);
       // Another transaction held the lock row past the lock-wait bound: just another contended attempt.
       return { granted: false, contended: { ticket: req.wait ? req.ticket : undefined } };
     }
+  }
+
+  /**
+   * An attempt the caller gave up on still runs: it may be waiting for a pooled connection,
+   * or its COMMIT may be in flight. What it commits after the abort is nobody's, so it is
+   * given back here (the hold, or the one level of re-entry it added, by its token and owner;
+   * a queue entry it made), whatever the owner: the core's own clean-up may have run before
+   * it (docs/backends/postgres.md, "Failure modes").
+   */
+  #undoLate(req: AcquireRequest<SqlTicket>, attempt: Promise<AcquireResult<SqlTicket, undefined>>): void {
+    attempt
+      .then(async (r) => {
+        if (this.#closed) return;
+        if (r.granted) await this.release(r.grant);
+        else if (r.contended.ticket && r.contended.ticket !== req.ticket) await this.cancel(req, r.contended.ticket);
+        if (this.#log.enabled)
+          this.#log('%s: undid an attempt that landed after its abort (%s)', req.lockId, r.granted ? 'granted' : 'queued');
+      })
+      .catch(() => undefined);
   }
 
   /** One attempt in two round trips: lock row and state; then the writes with the COMMIT. */
