@@ -1,10 +1,11 @@
 /**
  * Lock-delay on ZooKeeper (docs/backends/zookeeper.md, "Lock-delay"). The only server-side
  * timer ZooKeeper has is a session's expiry, so the delay rides on a second, longer session:
- * a holder granted with `lockDelayMs` creates a *marker* `<lock>/_delay_<uuid>` (EPHEMERAL)
- * on a delay session whose timeout outlasts the main one by at least the delay. A clean
- * release deletes the marker with the lock node; a holder that vanishes leaves it, and a
- * marker whose lock node (same protected uuid) is gone blocks the lock:
+ * a holder granted with `lockDelayMs` creates a *marker* `<lock>/_delay_x_<uuid>` (EPHEMERAL;
+ * `_delay_r_` for a read hold) on a delay session whose timeout outlasts the main one by at
+ * least the delay. A clean release deletes the marker with the lock node; a holder that
+ * vanishes leaves it, and a marker whose lock node (same protected uuid) is gone blocks the
+ * holds its own hold excluded:
  *
  * - the process crashed: the ensemble expires both sessions, the marker's last;
  * - the main session expired under a live process (a partition): the marker is deleted by
