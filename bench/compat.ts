@@ -131,7 +131,13 @@ async function run(): Promise<void> {
     for (const c of list) {
       const u = unc.get(c.name)!;
       const h = hand.get(c.name)!;
-      console.log(`| ${c.name} | ${pct(u, 50).toFixed(2)} | ${pct(h, 50).toFixed(2)} | ${pct(h, 99).toFixed(2)} |`);
+      console.log(`| ${c.name} | ${pct(u, 50).toFixed(3)} | ${pct(h, 50).toFixed(3)} | ${pct(h, 99).toFixed(3)} |`);
+    }
+    // Each shim against the library it replaces (the one listed just before it): < 1 is faster.
+    for (let i = 1; i < list.length; i += 2) {
+      const [orig, shim] = [list[i - 1]!.name, list[i]!.name];
+      const ratio = (m: Map<string, number[]>, p: number): string => (pct(m.get(shim)!, p) / pct(m.get(orig)!, p)).toFixed(2);
+      console.log(`- ${shim} / ${orig}: uncontended p50 ${ratio(unc, 50)}×, hand-off p50 ${ratio(hand, 50)}×, p99 ${ratio(hand, 99)}×`);
     }
   } finally {
     await Promise.allSettled(clients.map((c) => c.quit()));

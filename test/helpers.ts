@@ -1,9 +1,10 @@
 /** Helpers shared by every test file (one copy: conformance, engine tests, fault tests). */
+import assert from 'node:assert/strict';
 import { after } from 'node:test';
 import { connect as netConnect, createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Lock, Locker } from '../src/index.js';
-import type { AcquireRequest } from '../src/backend.js';
+import type { AcquireRequest, Backend, LockState } from '../src/backend.js';
 
 /**
  * Resolve with `lock.signal.reason` once the lock's signal aborts. Lease timers are
@@ -179,4 +180,24 @@ export async function faultProxy(targetPort: number, targetHost = '127.0.0.1'): 
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * Every lock under `prefix` through the seam's `list`, page after page with `limit`: each page
+ * is checked to hold at most `limit` locks, and the listing must end within 10,000 pages.
+ */
+export async function listSeam(backend: Backend, prefix: string, limit: number): Promise<{ locks: LockState[]; pages: number }> {
+  assert.ok(backend.list, `${backend.name} lists its locks`);
+  const locks: LockState[] = [];
+  let cursor: string | undefined;
+  let pages = 0;
+  do {
+    const page = await backend.list({ prefix, limit, cursor, signal: new AbortController().signal });
+    assert.ok(page.locks.length <= limit, `a page of ${page.locks.length} with limit ${limit}`);
+    locks.push(...page.locks);
+    cursor = page.cursor;
+    pages += 1;
+    assert.ok(pages < 10_000, 'the listing ends');
+  } while (cursor !== undefined);
+  return { locks, pages };
 }

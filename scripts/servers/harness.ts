@@ -12,8 +12,8 @@
  */
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { mkdtemp, mkdir, rm, open } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
+import { mkdtemp, mkdir, rm, open, chmod } from 'node:fs/promises';
+import { existsSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -235,5 +235,85 @@ export async function makeNode(
     async stop() {
       await killChild(child, 'SIGTERM');
     },
+  };
+}
+
+/** libfaketime's preload library (Debian `faketime`, installed when missing). */
+export async function faketimeLibrary(): Promise<string> {
+  await aptInstall('faketime', ['faketime']);
+  for (const lib of readdirSync('/usr/lib').map((d) => join('/usr/lib', d, 'faketime', 'libfaketime.so.1'))) {
+    if (existsSync(lib)) return lib;
+  }
+  throw new Error('libfaketime.so.1 not found after installing faketime');
+}
+
+/**
+ * A server's own clock under libfaketime: start the server with `env` (its process, and the
+ * processes it forks, then read time through the preloaded library), then step the clock.
+ * Works for servers that read time through libc (PostgreSQL, MariaDB, the JVM); Go binaries
+ * (etcd, nats-server) read it through the vDSO and Debian's redis-server aborts at start
+ * (docs/guarantees.md, "When a server's clock jumps").
+ */
+export interface ServerClock {
+  /**
+   * Variables to start the server with (LD_PRELOAD and libfaketime's settings). Set them on
+   * the server itself, not on a wrapper that changes user (setpriv, runuser): libfaketime in
+   * the wrapper makes a semaphore as root that the server cannot open, and it exits.
+   */
+  readonly env: Readonly<Record<string, string>>;
+  /** How far the server's clock is ahead of the machine's, in ms. */
+  readonly offsetMs: number;
+  /** Step the server's clock by `ms` (forward when positive); seen by its next clock read. */
+  jump(ms: number): void;
+  /** Remove the clock's file. */
+  close(): Promise<void>;
+}
+
+/** Options of {@link startServerClock}. */
+export interface ServerClockOptions {
+  /**
+   * Also step the monotonic clock (a fast oscillator moves both; an NTP step moves only the
+   * wall clock). @default false
+   */
+  readonly fakeMonotonic?: boolean;
+  /**
+   * How long libfaketime may keep the offset before reading the file again, in whole
+   * seconds. @default none: every clock read reads the file
+   */
+  readonly cacheSeconds?: number;
+}
+
+/** A {@link ServerClock} at offset 0, for one server (or one ensemble sharing it). */
+export async function startServerClock(opts: ServerClockOptions = {}): Promise<ServerClock> {
+  const library = await faketimeLibrary();
+  const dir = await makeDataDir('clock');
+  // Servers drop to their own users (postgres, mysql): they must be able to read the file.
+  await chmod(dir, 0o755);
+  const file = join(dir, 'offset');
+  let offsetMs = 0;
+  const write = (): void => {
+    // Written aside and renamed: a server reading a half-written file would fall back to the
+    // real time, a step backwards.
+    writeFileSync(`${file}.next`, `${offsetMs >= 0 ? '+' : '-'}${(Math.abs(offsetMs) / 1000).toFixed(3)}s\n`, { mode: 0o644 });
+    renameSync(`${file}.next`, file);
+  };
+  write();
+  return {
+    env: {
+      LD_PRELOAD: library,
+      FAKETIME_TIMESTAMP_FILE: file,
+      // Read on every call: a step is seen at once, not after libfaketime's 10 s cache. A
+      // JVM reads the clock so often that this costs it a core: it takes a 1 s cache instead.
+      ...(opts.cacheSeconds === undefined ? { FAKETIME_NO_CACHE: '1' } : { FAKETIME_CACHE_DURATION: String(opts.cacheSeconds) }),
+      ...(opts.fakeMonotonic === true ? {} : { FAKETIME_DONT_FAKE_MONOTONIC: '1' }),
+    },
+    get offsetMs() {
+      return offsetMs;
+    },
+    jump(ms) {
+      offsetMs += ms;
+      write();
+    },
+    close: () => removeDir(dir),
   };
 }

@@ -21,6 +21,7 @@ import {
   spawnServer,
   waitFor,
   type RunningServer,
+  type ServerClock,
   type ServerNode,
 } from './harness.js';
 
@@ -31,6 +32,8 @@ const MARIADBD = '/usr/sbin/mariadbd';
 export interface StartMariaDbOptions {
   /** Readiness bound in ms (default 120 000: a first run also installs the package). */
   readonly readyTimeoutMs?: number;
+  /** Run the server on this clock (libfaketime). */
+  readonly clock?: ServerClock;
 }
 
 /** A fresh data directory owned by the unprivileged `mysql` user (mariadbd refuses root). */
@@ -96,7 +99,8 @@ export async function startMariaDb(opts: StartMariaDbOptions = {}): Promise<Runn
   const args = mariaDbArgs(port, dir, data, socket);
   const readyTimeoutMs = opts.readyTimeoutMs ?? 120_000;
   const start = async (): Promise<ChildProcess> => {
-    const child = await spawnServer(MARIADBD, args, { logFile: join(dir, 'mariadbd.log'), cwd: dir });
+    const env = opts.clock ? { env: { ...process.env, ...opts.clock.env } } : {};
+    const child = await spawnServer(MARIADBD, args, { logFile: join(dir, 'mariadbd.log'), cwd: dir, ...env });
     await waitFor(
       `mariadbd on port ${port}`,
       async () => {

@@ -23,6 +23,7 @@ import {
   spawnServer,
   waitFor,
   type RunningServer,
+  type ServerClock,
   type ServerNode,
 } from './harness.js';
 
@@ -34,6 +35,8 @@ export interface StartPostgresOptions {
   readonly readyTimeoutMs?: number;
   /** Extra `-c name=value` settings. */
   readonly settings?: Readonly<Record<string, string>>;
+  /** Run the server (and every backend it forks) on this clock (libfaketime). */
+  readonly clock?: ServerClock;
 }
 
 /** The newest installed server's bin directory (Debian: /usr/lib/postgresql/<major>/bin). */
@@ -125,7 +128,10 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Ru
   await asPostgres(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--locale=C.UTF-8']);
   const args = postgresArgs(port, dir, data, opts.settings);
   const start = async (): Promise<ChildProcess> => {
-    const child = await spawnServer('setpriv', ['--reuid=postgres', '--regid=postgres', '--clear-groups', join(bin, 'postgres'), ...args], {
+    // The clock's variables through env(1), which execs: only the server runs libfaketime.
+    const clock = Object.entries(opts.clock?.env ?? {}).map(([k, v]) => `${k}=${v}`);
+    const server = [...(clock.length > 0 ? ['/usr/bin/env', ...clock] : []), join(bin, 'postgres'), ...args];
+    const child = await spawnServer('setpriv', ['--reuid=postgres', '--regid=postgres', '--clear-groups', ...server], {
       logFile: join(dir, 'postgres.log'),
       cwd: dir,
     });

@@ -19,6 +19,7 @@ import {
   spawnServer,
   waitFor,
   type RunningServer,
+  type ServerClock,
   type ServerNode,
 } from './harness.js';
 
@@ -39,6 +40,8 @@ export interface ZooKeeperServerOptions {
   readonly chroot?: string;
   /** Max heap per JVM (default 256m). */
   readonly heap?: string;
+  /** Run every server's JVM on this clock (libfaketime; the JVM reads time through libc). */
+  readonly clock?: ServerClock;
 }
 
 /** A running ZooKeeper engine plus what the ZooKeeper tests need beyond {@link RunningServer}. */
@@ -126,6 +129,7 @@ interface ZkPlan {
   readonly peerPort: (i: number) => number;
   readonly electionPort: (i: number) => number;
   readonly classpath: string;
+  readonly env?: NodeJS.ProcessEnv;
 }
 
 /** zoo.cfg of server `i`, its data in `dataDir`. */
@@ -185,7 +189,7 @@ async function startZkServer(plan: ZkPlan, dir: string, i: number): Promise<Serv
   const cfg = join(nodeDir, 'zoo.cfg');
   await writeFile(cfg, zooCfg(plan, i, dataDir));
   const logFile = join(nodeDir, 'server.log');
-  const start = () => spawnServer('java', zkJavaArgs(plan, cfg), { logFile, cwd: nodeDir });
+  const start = () => spawnServer('java', zkJavaArgs(plan, cfg), { logFile, cwd: nodeDir, ...(plan.env ? { env: plan.env } : {}) });
   return makeNode(`zk${id}`, plan.host, plan.clientPort(i), start);
 }
 
@@ -234,6 +238,7 @@ export async function startZooKeeper(opts: ZooKeeperServerOptions = {}): Promise
     peerPort: (i) => ports[i * 3 + 1] as number,
     electionPort: (i) => ports[i * 3 + 2] as number,
     classpath: [ZK_JAR, join(JAVA_DIR, 'slf4j-simple.jar')].filter((p) => existsSync(p)).join(':'),
+    ...(opts.clock ? { env: { ...process.env, ...opts.clock.env } } : {}),
   };
   const nodes = await startZkServers(plan, dir);
   const connectString = nodes.map((node) => `${node.host}:${node.port}`).join(',');

@@ -19,7 +19,7 @@ import { createLocker, InvalidArgumentError, LockLostError, type Lock, type Lock
 import { decodeIdentity, type Identity } from '../../src/observe/identity.js';
 import type { RunningServer } from '../../scripts/servers/harness.js';
 import { startCassandra } from '../../scripts/servers/cassandra.js';
-import { eventually } from '../helpers.js';
+import { eventually, listSeam } from '../helpers.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const T = { timeout: 240_000 };
@@ -56,18 +56,9 @@ async function backend(): Promise<CassandraBackend> {
 }
 const unique = (tag: string): string => `${tag}-${randomBytes(4).toString('hex')}/`;
 
-/** Every page of the listing under `prefix`, with `limit` per page. */
-async function listAll(b: CassandraBackend, prefix: string, limit: number): Promise<LockState[]> {
-  const out: LockState[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await b.list({ prefix, limit, cursor, signal: new AbortController().signal });
-    assert.ok(page.locks.length <= limit, `a page of at most ${limit}`);
-    out.push(...page.locks);
-    cursor = page.cursor;
-  } while (cursor !== undefined);
-  return out;
-}
+/** Every page of `prefix` with `limit` (test/helpers.ts). */
+const listAll = async (b: CassandraBackend, prefix: string, limit: number): Promise<LockState[]> =>
+  (await listSeam(b, prefix, limit)).locks;
 
 function sameIdentity(stored: string | undefined, expected: Identity): void {
   const got = decodeIdentity(stored);

@@ -14,7 +14,7 @@ import { createLocker, InvalidArgumentError, LockLostError, type LockState } fro
 import { createEtcdBackend, type EtcdBackend } from '../../src/backends/etcd/index.js';
 import { decodeIdentity } from '../../src/observe/identity.js';
 import { startEtcd } from '../../scripts/servers/etcd.js';
-import { eventually, seamRequest, useServer, waitingOn } from '../helpers.js';
+import { eventually, listSeam, seamRequest, useServer, waitingOn } from '../helpers.js';
 
 const T = { timeout: 90_000 };
 const server = await useServer(() => startEtcd());
@@ -28,21 +28,9 @@ after(() => {
 const isolated = (): string => `${server.url}?prefix=obs-${randomBytes(4).toString('hex')}/`;
 const signal = new AbortController().signal;
 
-/** Every page of a listing, checked to end. */
-async function listAll(backend: EtcdBackend, prefix: string, limit: number): Promise<{ locks: LockState[]; pages: number }> {
-  const locks: LockState[] = [];
-  let cursor: string | undefined;
-  let pages = 0;
-  do {
-    const page = await backend.list({ prefix, limit, cursor, signal });
-    assert.ok(page.locks.length <= limit, `a page holds at most ${limit} locks`);
-    locks.push(...page.locks);
-    cursor = page.cursor;
-    pages += 1;
-    assert.ok(pages < 10_000, 'the listing ends');
-  } while (cursor !== undefined);
-  return { locks, pages };
-}
+/** Every page of `prefix` with `limit` (test/helpers.ts). */
+const listAll = (backend: EtcdBackend, prefix: string, limit: number): Promise<{ locks: LockState[]; pages: number }> =>
+  listSeam(backend, prefix, limit);
 
 /** Fork a process that holds `lockId` as application `name`; resolves once it holds. */
 async function holderProcess(url: string, lockId: string, name: string): Promise<{ child: ChildProcess; identity: unknown }> {

@@ -7,8 +7,9 @@ import { writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ChildProcess } from 'node:child_process';
 import type { FaultMode, FaultProxy, FencedStore } from '../../src/testing.js';
-import type { RunningServer } from '../../scripts/servers/harness.js';
+import type { RunningServer, ServerClock } from '../../scripts/servers/harness.js';
 import type { FaultProfile } from './profiles.js';
+import { serverClockSkip } from './server-clock.js';
 
 /** A worker process as the nemesis sees it. */
 export interface WorkerHandle {
@@ -26,6 +27,8 @@ export interface NemesisContext {
   /** The engine, when this run started it (a URL given from outside cannot be killed). */
   readonly server: RunningServer | undefined;
   readonly store: FencedStore;
+  /** The engine's own clock (server-clock faults: the run started the engine on it). */
+  readonly serverClock?: ServerClock;
   /** The live worker that holds (or last held) the lock; waits for one. */
   holder(): Promise<WorkerHandle | undefined>;
   /** Replace a killed worker by a fresh process with a new name. */
@@ -41,6 +44,18 @@ export interface Fault {
   soakOnly?(profile: FaultProfile): string | undefined;
   /** Per-worker clock offset in ms (clock faults start workers under libfaketime). */
   readonly clockOffsetMs?: (index: number, profile: FaultProfile) => number;
+  /**
+   * Server-clock faults: the run starts its own engine on a clock the fault steps
+   * (test/faults/server-clock.ts); `fakeMonotonic` also moves the server's monotonic clock.
+   */
+  readonly serverClock?: { readonly fakeMonotonic: boolean };
+  /**
+   * Set (why) when the lock's own promise legitimately breaks under this fault: double grants
+   * are then a figure, not asserted to be zero; the fence must still refuse every stale write.
+   */
+  readonly mayDoubleGrant?: string;
+  /** The critical section of this fault's runs in ms (default the profile's). */
+  readonly criticalMs?: (profile: FaultProfile) => number;
   /** Inject once and heal; the runner repeats it while the run lasts. */
   inject(ctx: NemesisContext): Promise<void>;
 }
@@ -67,6 +82,28 @@ function partition(mode: FaultMode, latency?: (p: FaultProfile) => number): Faul
       await sleep(mode === 'latency' ? ctx.profile.faultMs * 2 : ctx.profile.faultMs);
       for (const p of w.proxies) p.setMode('pass');
       note(ctx, `heal partition-${mode}`);
+    },
+  };
+}
+
+/** How fast the server's clock runs during a `server-clock-rate` fault. */
+export const SERVER_CLOCK_RATE = 3;
+
+/**
+ * A fault on the engine's own clock: skipped where the server's clock cannot be moved, with
+ * critical sections a ttl long so that a lease the server ends early is still held by a
+ * worker that goes on to write (what the fence must refuse).
+ */
+function serverClockFault(fakeMonotonic: boolean, step: (ctx: NemesisContext, clock: ServerClock) => Promise<void>): Fault {
+  return {
+    skip: (profile, managed) => (managed ? serverClockSkip(profile) : 'the engine was not started by this run'),
+    serverClock: { fakeMonotonic },
+    mayDoubleGrant: `a server that ends leases by its own clock ends them early when that clock runs ahead (docs/guarantees.md, "When a server's clock jumps")`,
+    criticalMs: (profile) => profile.ttlMs,
+    async inject(ctx) {
+      const w = await ctx.holder();
+      if (!w || !ctx.serverClock) return;
+      await step(ctx, ctx.serverClock);
     },
   };
 }
@@ -143,6 +180,31 @@ export const FAULTS = {
       note(ctx, `heal clock-jump`);
     },
   },
+  /**
+   * The server's wall clock stepped forward by two ttls while a worker holds (an NTP step: its
+   * monotonic clock left alone); steps add up, the clock never goes back.
+   */
+  'server-clock-jump': serverClockFault(false, async (ctx, clock) => {
+    const ms = 2 * ctx.profile.ttlMs;
+    note(ctx, `fault server-clock-jump +${ms} ms (server ${clock.offsetMs + ms} ms ahead)`);
+    clock.jump(ms);
+    await sleep(ctx.profile.faultMs);
+    note(ctx, `heal server-clock-jump`);
+  }),
+  /**
+   * The server's clocks (wall and monotonic: a fast oscillator moves both) run at
+   * SERVER_CLOCK_RATE × real time for a fault's length, as steps of (rate − 1) × 100 ms every
+   * 100 ms (libfaketime's own rate setting jumps by the whole run's time when it changes).
+   */
+  'server-clock-rate': serverClockFault(true, async (ctx, clock) => {
+    note(ctx, `fault server-clock-rate x${SERVER_CLOCK_RATE}`);
+    const until = performance.now() + ctx.profile.faultMs;
+    while (performance.now() < until) {
+      await sleep(100);
+      clock.jump((SERVER_CLOCK_RATE - 1) * 100);
+    }
+    note(ctx, `heal server-clock-rate (server ${clock.offsetMs} ms ahead)`);
+  }),
 } satisfies Record<string, Fault>;
 
 /** A fault's name. */

@@ -6,17 +6,19 @@
  * the soak (`npm run faults`).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startFaultProxy, startFencedStore, type FaultProxy, type FenceMode, type FencedStore } from '../../src/testing.js';
-import { aptInstall, type RunningServer } from '../../scripts/servers/harness.js';
+import { faketimeLibrary, type RunningServer, type ServerClock } from '../../scripts/servers/harness.js';
 import { check, type Figures } from './checker.js';
 import { FAULTS, faketimeOffset, type Fault, type FaultName, type NemesisContext, type WorkerHandle } from './nemesis.js';
 import { endpointsOf, withEndpoints, type FaultProfile } from './profiles.js';
+import { startClockedServer } from './server-clock.js';
 import type { WorkerConfig } from './worker.js';
+import type { GuardConfig } from './guard.js';
 
 /** One run. */
 export interface RunSpec {
@@ -38,6 +40,8 @@ export interface RunSpec {
   readonly criticalMs?: number;
   /** Cap on increments tried per worker process. @default unlimited */
   readonly maxOps?: number;
+  /** A `locksmith-dlm/fenced` helper each worker also writes through (./guard.ts). */
+  readonly guard?: GuardConfig;
 }
 
 /** A run's figures, or why the fault does not apply. */
@@ -46,14 +50,9 @@ export type RunResult =
 
 const here = dirname(fileURLToPath(import.meta.url));
 
-/** libfaketime's preload library, installed with the harness when missing. */
-export async function faketimeLibrary(): Promise<string> {
-  await aptInstall('faketime', ['faketime']);
-  for (const dir of readdirSync('/usr/lib').map((d) => join('/usr/lib', d, 'faketime', 'libfaketime.so.1'))) {
-    if (existsSync(dir)) return dir;
-  }
-  throw new Error('libfaketime.so.1 not found after installing faketime');
-}
+// libfaketime's preload library now lives in the server harness (servers start on fake clocks
+// too); re-exported for the tests that take it from here.
+export { faketimeLibrary };
 
 interface Fleet {
   readonly workers: WorkerHandle[];
@@ -84,8 +83,9 @@ function fleet(spec: RunSpec, store: FencedStore, lockId: string, clockDir: stri
         ttlMs: p.ttlMs,
         lockDelayMs: p.lockDelayMs,
         fair: p.fair ?? false,
-        criticalMs: spec.criticalMs ?? p.criticalMs,
+        criticalMs: spec.criticalMs ?? offset.criticalMs?.(p) ?? p.criticalMs,
         maxOps: spec.maxOps ?? Number.MAX_SAFE_INTEGER,
+        ...(spec.guard ? { guard: spec.guard } : {}),
       };
       let clock: WorkerHandle['clock'];
       const env = { ...process.env };
@@ -115,9 +115,12 @@ function fleet(spec: RunSpec, store: FencedStore, lockId: string, clockDir: stri
 }
 
 async function nemesisLoop(ctx: NemesisContext, spec: RunSpec, until: number): Promise<void> {
-  // Let the workers start (a tsx process takes a second or more on a loaded machine).
-  while (performance.now() < until && ctx.store.history().every((e) => e.op !== 'begin')) await sleep(50);
-  while (performance.now() < until) {
+  // Let the workers start (a tsx process takes a second or more on a loaded machine; a fresh
+  // engine, as a server-clock run starts, longer): the faults get at least half the run after
+  // the first section began, not none when the start took the whole run.
+  while (performance.now() < until + 60_000 && ctx.store.history().every((e) => e.op !== 'begin')) await sleep(50);
+  const end = Math.max(until, performance.now() + spec.durationMs / 2);
+  while (performance.now() < end) {
     await FAULTS[spec.fault].inject(ctx);
     await sleep(100 + Math.random() * 200);
   }
@@ -137,11 +140,25 @@ function noteStuck(store: FencedStore, workers: readonly WorkerHandle[]): void {
   }
 }
 
-/** Run one fault against one backend and check the history. */
+/**
+ * Run one fault against one backend and check the history. A server-clock fault runs on an
+ * engine of its own, started on a clock it can step (test/faults/server-clock.ts).
+ */
 export async function runFault(spec: RunSpec): Promise<RunResult> {
   const fault: Fault = FAULTS[spec.fault];
   const why = fault.skip(spec.profile, spec.server !== undefined);
   if (why) return { skipped: why };
+  if (!fault.serverClock) return runChecked(spec, fault, undefined);
+  const clocked = await startClockedServer(spec.profile, fault.serverClock.fakeMonotonic);
+  try {
+    return await runChecked({ ...spec, url: clocked.server.url, server: clocked.server }, fault, clocked.clock);
+  } finally {
+    await clocked.stop();
+  }
+}
+
+/** Workers, the nemesis and the checker, once `spec`'s engine serves. */
+async function runChecked(spec: RunSpec, fault: Fault, serverClock: ServerClock | undefined): Promise<RunResult> {
   const clockDir = fault.clockOffsetMs ? mkdtempSync(join(tmpdir(), 'locksmith-clock-')) : undefined;
   const libfaketime = clockDir ? await faketimeLibrary() : undefined;
   const store = await startFencedStore({ mode: spec.mode });
@@ -167,6 +184,7 @@ export async function runFault(spec: RunSpec): Promise<RunResult> {
       profile: spec.profile,
       server: spec.server,
       store,
+      ...(serverClock ? { serverClock } : {}),
       running: () => !stopped,
       async holder() {
         const name = store.currentHolder();

@@ -49,6 +49,10 @@ async function soak(backend: string): Promise<void> {
     const long = profile.faultMs;
     if (!values['no-comparison'] && (!only || only.includes('pause')))
       runs.push(['pause', 'reads-and-writes', long], ['pause', 'writes', long], ['pause', 'none', long]);
+    // What the fence catches when a server's clock jumps: the same fault with no fence.
+    const jump = FAULTS['server-clock-jump'];
+    if (!values['no-comparison'] && (!only || only.includes('server-clock-jump')) && jump.skip(profile, server !== undefined) === undefined)
+      runs.push(['server-clock-jump', 'none']);
     const durationMs = Math.max(5_000, (minutes * 60_000) / runs.length);
     for (const [fault, mode, criticalMs] of runs) {
       const r = await runFault({ profile, url, server, fault, mode, clients, durationMs, ...(criticalMs ? { criticalMs } : {}) });

@@ -9,6 +9,7 @@ import type { RunningServer } from '../../scripts/servers/harness.js';
 import { FAULTS, type Fault, type FaultName } from './nemesis.js';
 import { PROFILES, prepare, type FaultProfile } from './profiles.js';
 import { runFault } from './run.js';
+import type { Figures } from './checker.js';
 
 /** Sizes of the short runs inside `npm test`. */
 export interface SuiteOptions {
@@ -43,19 +44,25 @@ export function faultSuite(name: string, options: SuiteOptions = {}): void {
       });
       continue;
     }
+    // Where the lock's own promise may break (a server clock running ahead), double grants
+    // are reported, not asserted; every fence assertion stays.
+    const grants = f.mayDoubleGrant === undefined ? 'no double grant' : 'double grants counted';
     test(
-      `${name}: ${fault} — no stale write accepted, no update lost behind a read+write fence, no double grant`,
+      `${name}: ${fault} — no stale write accepted, no update lost behind a read+write fence, ${grants}`,
       { timeout: 240_000 },
-      async () => {
+      async (t) => {
         if (!server) throw new Error(`${name} did not start`);
-        await shortRun(profile, server, fault, options);
+        const r = await shortRun(profile, server, fault, options);
+        if (f.mayDoubleGrant !== undefined) {
+          t.diagnostic(`${name}: ${fault}: ${r.doubleGrants} double grants, ${r.rejected} stale operations refused by the fence`);
+        }
       },
     );
   }
 }
 
 /** One short run of `fault` behind a read+write fence, asserting every safety invariant. */
-async function shortRun(profile: FaultProfile, server: RunningServer, fault: FaultName, options: SuiteOptions): Promise<void> {
+async function shortRun(profile: FaultProfile, server: RunningServer, fault: FaultName, options: SuiteOptions): Promise<Figures> {
   const r = await runFault({
     profile,
     url: server.url,
@@ -74,7 +81,8 @@ async function shortRun(profile: FaultProfile, server: RunningServer, fault: Fau
   assert.equal(r.staleReads, 0, shown);
   assert.equal(r.lostUpdates, 0, shown);
   assert.equal(r.overlappingSections, 0, shown);
-  assert.equal(r.doubleGrants, 0, shown);
+  const f: Fault = FAULTS[fault];
+  if (f.mayDoubleGrant === undefined) assert.equal(r.doubleGrants, 0, shown);
   assert.equal(r.unhandled, 0, shown);
   // A worker that outlives its close is a liveness failure (a driver's leftover timers or
   // sockets: docs/guarantees.md, "Fault tests").
@@ -83,4 +91,5 @@ async function shortRun(profile: FaultProfile, server: RunningServer, fault: Fau
     const bound = profile.freeBoundMs();
     for (const ms of r.recoveriesMs) assert.ok(ms <= bound, `a crashed holder's lock freed after ${ms} ms > ${bound} ms: ${shown}`);
   }
+  return r;
 }

@@ -9,6 +9,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLocker, LocksmithError, StaleTokenError, type Lock } from '../../src/index.js';
 import { connectFencedStore } from '../../src/testing.js';
+import type { GuardConfig } from './guard.js';
 
 /** What the runner passes to a worker. */
 export interface WorkerConfig {
@@ -21,10 +22,14 @@ export interface WorkerConfig {
   readonly fair: boolean;
   readonly criticalMs: number;
   readonly maxOps: number;
+  /** Also write through a `locksmith-dlm/fenced` helper, before the store's write (./guard.ts). */
+  readonly guard?: GuardConfig;
 }
 
 const config = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
 const store = await connectFencedStore(config.storePort, config.client);
+// Loaded only when asked: the drivers it imports would slow every other worker's start.
+const guard = config.guard ? await (await import('./guard.js')).openGuard(config.guard) : undefined;
 let unhandled = 0;
 process.on('unhandledRejection', (reason) => {
   unhandled += 1;
@@ -56,6 +61,8 @@ async function increment(lock: Lock): Promise<void> {
   try {
     const value = await store.read(lock.token);
     if (config.criticalMs > 0) await sleep(config.criticalMs);
+    // The helper first: a stale holder reaches it exactly as it reaches the store.
+    await guard?.write(lock.token, value + 1);
     await store.write(lock.token, value + 1);
     stats.committed += 1;
   } catch (err) {
@@ -88,6 +95,7 @@ for (let i = 0; i < config.maxOps && !stopping; i++) {
 }
 await store.note('closing');
 await locker.close().catch(() => undefined);
+await guard?.close().catch(() => undefined);
 // What is still alive once the locker is closed (the store's socket and stdin aside): the last
 // step a stuck worker is reported with (test/faults/run.ts).
 await store.note(`closed; alive: ${process.getActiveResourcesInfo().join(',')}`);

@@ -10,7 +10,7 @@ import { createLocker, InvalidArgumentError, LockLostError } from '../../src/ind
 import type { AcquireRequest, Grant, ListPage, LockState } from '../../src/backend.js';
 import { FileBackend, prepareDirectory, type FileTicket } from '../../src/backends/file/index.js';
 import { decodeIdentity } from '../../src/observe/identity.js';
-import { eventually, seamRequest } from '../helpers.js';
+import { eventually, listSeam, seamRequest } from '../helpers.js';
 import { exited, lockDirectory, nextMessage, spawnChild } from './helpers.js';
 
 const T = { timeout: 120_000 };
@@ -42,17 +42,8 @@ function page(b: FileBackend, prefix: string, limit: number, cursor?: string): P
   return b.list({ prefix, limit, cursor, signal: new AbortController().signal });
 }
 
-/** Every lock under `prefix`, page by page. */
-async function listAll(b: FileBackend, prefix: string, limit = 1_000): Promise<LockState[]> {
-  const out: LockState[] = [];
-  let cursor: string | undefined;
-  do {
-    const p = await page(b, prefix, limit, cursor);
-    out.push(...p.locks);
-    cursor = p.cursor;
-  } while (cursor !== undefined);
-  return out;
-}
+/** Every page of `prefix` with `limit` (test/helpers.ts). */
+const listAll = async (b: FileBackend, prefix: string, limit = 1_000): Promise<LockState[]> => (await listSeam(b, prefix, limit)).locks;
 
 const idsOf = async (b: FileBackend, prefix: string): Promise<string[]> => (await listAll(b, prefix)).map((l) => l.lockId).sort();
 

@@ -14,7 +14,7 @@ import type { Backend, LockState } from '../../src/backend.js';
 import { decodeIdentity } from '../../src/observe/identity.js';
 import { startRedis } from '../../scripts/servers/redis.js';
 import type { RunningServer } from '../../scripts/servers/harness.js';
-import { waitingOn } from '../helpers.js';
+import { listSeam, waitingOn } from '../helpers.js';
 
 const T = { timeout: 120_000 };
 
@@ -30,21 +30,9 @@ function locker(options?: Partial<LockerOptions>): Locker {
 /** A fresh prefix per test: the listing of one test never sees another's locks. */
 const space = (label: string): string => `obs-${label}-${randomBytes(4).toString('hex')}/`;
 
-/** Every lock under `prefix`, page by page, with the number of pages. */
-async function listAll(backend: Backend, prefix: string, limit: number): Promise<{ locks: LockState[]; pages: number }> {
-  assert.ok(backend.list);
-  const locks: LockState[] = [];
-  let cursor: string | undefined;
-  let pages = 0;
-  do {
-    const page = await backend.list({ prefix, limit, cursor, signal: new AbortController().signal });
-    assert.ok(page.locks.length <= limit, `a page of ${page.locks.length} with limit ${limit}`);
-    locks.push(...page.locks);
-    cursor = page.cursor;
-    pages++;
-  } while (cursor !== undefined);
-  return { locks, pages };
-}
+/** Every page of `prefix` with `limit` (test/helpers.ts). */
+const listAll = (backend: Backend, prefix: string, limit: number): Promise<{ locks: LockState[]; pages: number }> =>
+  listSeam(backend, prefix, limit);
 
 before(async () => {
   server = await startRedis();

@@ -12,7 +12,7 @@ import type { Backend, LockState } from '../../src/backend.js';
 import { keyBase } from '../../src/backends/redis-wire/keys.js';
 import { decodeIdentity } from '../../src/observe/identity.js';
 import { startRedlock } from '../../scripts/servers/redlock.js';
-import { useServer, waitingOn } from '../helpers.js';
+import { listSeam, useServer, waitingOn } from '../helpers.js';
 
 const server = await useServer(() => startRedlock({ count: 3 }));
 const T = { timeout: 120_000 };
@@ -26,18 +26,9 @@ function locker(options?: Partial<LockerOptions>): Locker {
 
 const space = (label: string): string => `rlobs-${label}-${randomBytes(4).toString('hex')}/`;
 
-async function listAll(backend: Backend, prefix: string, limit: number): Promise<LockState[]> {
-  assert.ok(backend.list);
-  const locks: LockState[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await backend.list({ prefix, limit, cursor, signal: new AbortController().signal });
-    assert.ok(page.locks.length <= limit, `a page of ${page.locks.length} with limit ${limit}`);
-    locks.push(...page.locks);
-    cursor = page.cursor;
-  } while (cursor !== undefined);
-  return locks;
-}
+/** Every page of `prefix` with `limit` (test/helpers.ts). */
+const listAll = async (backend: Backend, prefix: string, limit: number): Promise<LockState[]> =>
+  (await listSeam(backend, prefix, limit)).locks;
 
 /** Write a lease value straight onto some masters (a partial or foreign hold). */
 async function plant(nodes: readonly number[], lockId: string, value: string): Promise<void> {

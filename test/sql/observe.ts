@@ -12,7 +12,7 @@ import { after, describe, test } from 'node:test';
 import { BackendUnavailableError, createLocker, InvalidArgumentError, LockLostError, type Locker } from '../../src/index.js';
 import type { Backend, LockState } from '../../src/backend.js';
 import { decodeIdentity, type Identity } from '../../src/observe/identity.js';
-import { waitingOn } from '../helpers.js';
+import { listSeam, waitingOn } from '../helpers.js';
 import type { SqlTarget } from './cases.js';
 
 const T = { timeout: 120_000 };
@@ -20,18 +20,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 
 type Lister = Required<Pick<Backend, 'list' | 'forceRelease'>> & Backend;
 
-/** Every page of `prefix` with `limit`, in order. */
-async function listAll(b: Lister, prefix: string, limit: number): Promise<LockState[]> {
-  const out: LockState[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await b.list({ prefix, limit, cursor, signal: new AbortController().signal });
-    assert.ok(page.locks.length <= limit);
-    out.push(...page.locks);
-    cursor = page.cursor;
-  } while (cursor !== undefined);
-  return out;
-}
+/** Every page of `prefix` with `limit` (test/helpers.ts). */
+const listAll = async (b: Lister, prefix: string, limit: number): Promise<LockState[]> => (await listSeam(b, prefix, limit)).locks;
 
 /** A holder of `lockId` in another process, named `name`: its identity and token once it holds. */
 async function holderProcess(

@@ -15,7 +15,7 @@ import { lockPaths, parseLeaseData } from '../../src/backends/zookeeper/layout.j
 import type { ZkGrantData, ZkTicket } from '../../src/backends/zookeeper/recipe.js';
 import { ZkSession } from '../../src/backends/zookeeper/session.js';
 import { decodeIdentity } from '../../src/observe/identity.js';
-import { eventually, seamRequest } from '../helpers.js';
+import { eventually, listSeam, seamRequest } from '../helpers.js';
 import { exited, nextMessage, spawnChild } from '../file/helpers.js';
 import { startZooKeeper, type RunningZooKeeper } from '../../scripts/servers/zookeeper.js';
 
@@ -55,16 +55,9 @@ function page(b: ZooKeeperBackend, prefix: string, limit: number, cursor?: strin
   return b.list({ prefix, limit, cursor, signal: new AbortController().signal });
 }
 
-async function listAll(b: ZooKeeperBackend, prefix: string, limit = 1_000): Promise<LockState[]> {
-  const out: LockState[] = [];
-  let cursor: string | undefined;
-  do {
-    const p = await page(b, prefix, limit, cursor);
-    out.push(...p.locks);
-    cursor = p.cursor;
-  } while (cursor !== undefined);
-  return out;
-}
+/** Every page of `prefix` with `limit` (test/helpers.ts). */
+const listAll = async (b: ZooKeeperBackend, prefix: string, limit = 1_000): Promise<LockState[]> =>
+  (await listSeam(b, prefix, limit)).locks;
 
 const idsOf = async (b: ZooKeeperBackend, prefix: string): Promise<string[]> => (await listAll(b, prefix)).map((l) => l.lockId).sort();
 

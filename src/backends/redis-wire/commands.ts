@@ -60,14 +60,13 @@ export class RedisCommands {
 
   /** Run `s` on `keys` and `args`: EVALSHA, EVAL on NOSCRIPT, bounded. */
   async eval(s: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    const all = [...keys, ...args];
     try {
-      return await this.bounded(s.name, this.#client.evalsha(s.sha, keys.length, ...all));
+      return await this.bounded(s.name, this.#client.evalsha(s.sha, keys.length, ...keys, ...args));
     } catch (err) {
       if (err instanceof BackendUnavailableError || !isNoScript(err)) throw this.#wrap(s.name, err);
     }
     try {
-      return await this.bounded(s.name, this.#client.eval(s.source, keys.length, ...all));
+      return await this.bounded(s.name, this.#client.eval(s.source, keys.length, ...keys, ...args));
     } catch (err) {
       throw this.#wrap(s.name, err);
     }
@@ -88,8 +87,7 @@ export class RedisCommands {
 
   /** `p`, or a `BackendUnavailableError` once `timeoutMs` passed without a reply. */
   bounded<T>(what: string, p: Promise<T>): Promise<T> {
-    // The command may still settle after we gave up; never leave its rejection unhandled.
-    p.catch(() => undefined);
+    // The command may still settle after we gave up: the `then` below handles its rejection.
     return new Promise<T>((resolve, reject) => {
       const entry: InFlight = { deadline: performance.now() + this.#opts.timeoutMs, settled: false, fail: reject, what };
       const q = this.#inFlight;

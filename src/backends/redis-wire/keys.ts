@@ -25,6 +25,30 @@ export function lockKeys(prefix: string, lockId: string): LockKeys {
   return [`${b}:h`, `${b}:x`, `${b}:t`, `${b}:q`, `${b}:qx`, `${b}:qw`, `${b}:qs`];
 }
 
+/**
+ * The keys of recently used lock ids under one prefix, kept built: building them (a regex
+ * test and seven strings) on every attempt and release was a measurable share of an
+ * uncontended cycle's client side (docs/benchmarks.md). Bounded: emptied when full.
+ */
+export class LockKeyCache {
+  readonly #prefix: string;
+  readonly #keys = new Map<string, LockKeys>();
+
+  constructor(prefix: string) {
+    this.#prefix = prefix;
+  }
+
+  /** The keys of `lockId` (h x t q qx qw qs). */
+  of(lockId: string): LockKeys {
+    let keys = this.#keys.get(lockId);
+    if (keys) return keys;
+    if (this.#keys.size >= 1_024) this.#keys.clear();
+    keys = lockKeys(this.#prefix, lockId);
+    this.#keys.set(lockId, keys);
+    return keys;
+  }
+}
+
 /** Every key of the lock whose keys start with `base` (a {@link keyBase}), as found by SCAN. */
 export function keysAt(base: string): LockKeys {
   return [`${base}:h`, `${base}:x`, `${base}:t`, `${base}:q`, `${base}:qx`, `${base}:qw`, `${base}:qs`];

@@ -31,7 +31,7 @@ import { redisChanges } from './changes.js';
 import { closeClient, type RedisClientLike } from '../redis-wire/clients.js';
 import { RedisCommands } from '../redis-wire/commands.js';
 import { Inbox, InboxDirectory, type InboxMark } from '../redis-wire/inbox.js';
-import { keyBase, lockKeys, whoRecord } from '../redis-wire/keys.js';
+import { LockKeyCache, keyBase, whoRecord } from '../redis-wire/keys.js';
 import { Secrets } from '../redis-wire/secrets.js';
 import type { Scan } from '../redis-wire/scan.js';
 import { listPage, readInspect } from './observe.js';
@@ -130,6 +130,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   /** This client's id: waiter ids are `<id>.<n>`, wake-ups arrive on `<prefix>w:<id>`. */
   readonly #clientId = randomBytes(12).toString('base64url');
   readonly #secrets = new Secrets();
+  readonly #keys: LockKeyCache;
   #waiterSeq = 0;
   #attemptSeq = 0;
   /** Per lock id, the wake-up of a waiter of this process that this backend's last release messaged, until heard. */
@@ -142,6 +143,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   constructor(client: RedisClientLike, options: RedisBackendOptions = {}) {
     this.#client = client;
     this.#prefix = options.prefix ?? 'locksmith:';
+    this.#keys = new LockKeyCache(this.#prefix);
     this.#ownsClient = options.ownsClient ?? false;
     this.#healthCheckMs = options.healthCheckMs ?? 250;
     this.#commands = new RedisCommands(client, {
@@ -244,7 +246,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
    * whose every hold is this acquisition's; an explicit owner may hold from elsewhere).
    */
   #attempt(req: AcquireRequest<RedisTicket>, waiterId: string, capMs: number, secret: string, stamp: string): Promise<unknown> {
-    return this.#commands.eval(ACQUIRE, lockKeys(this.#prefix, req.lockId), [
+    return this.#commands.eval(ACQUIRE, this.#keys.of(req.lockId), [
       KIND_LETTER[req.kind],
       req.permits,
       req.ownerId,
@@ -269,7 +271,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     // A queue entry of a later attempt is the core's to cancel (it has the ticket).
     const args = [req.ownerId, stamp, req.ticket ? '' : waiterId, this.#inboxPrefix];
     // EVAL, not EVALSHA: a script cache lost meanwhile must not turn the undo into NOSCRIPT.
-    this.#commands.evalSource(UNDO, lockKeys(this.#prefix, req.lockId), args).catch(() => undefined);
+    this.#commands.evalSource(UNDO, this.#keys.of(req.lockId), args).catch(() => undefined);
   }
 
   /**
@@ -303,7 +305,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     // the hold does not depend on it, and its send (a syscall) is then off the hand-off's path.
     const confirmation = new Promise<void>((resolve) => setImmediate(resolve))
       .then(() =>
-        this.#commands.eval(CLAIM, lockKeys(this.#prefix, req.lockId).slice(0, 3), [
+        this.#commands.eval(CLAIM, this.#keys.of(req.lockId).slice(0, 3), [
           field,
           KIND_LETTER[req.kind],
           handOff.token,
@@ -329,7 +331,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   #giveBack(req: AcquireRequest<RedisTicket>, field: string, token: string): void {
     if (this.#closed) return;
     const args = [field, KIND_LETTER[req.kind], token, this.#inboxPrefix];
-    this.#commands.eval(RELEASE, lockKeys(this.#prefix, req.lockId), args).catch(() => undefined);
+    this.#commands.eval(RELEASE, this.#keys.of(req.lockId), args).catch(() => undefined);
   }
 
   /**
@@ -354,7 +356,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     const waiterId = ticket?.waiterId ?? (req.wait ? `${this.#clientId}.${req.ownerId}` : '');
     this.#inbox.forget(waiterId);
     if (this.#closed) return;
-    await this.#commands.evalSource(CANCEL, lockKeys(this.#prefix, req.lockId), [
+    await this.#commands.evalSource(CANCEL, this.#keys.of(req.lockId), [
       waiterId,
       this.#inboxPrefix,
       req.ownerId,
@@ -364,7 +366,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
 
   async extend(grant: Grant<RedisGrantData>, ttlMs: number): Promise<Extension> {
     this.#assertOpen();
-    const keys = lockKeys(this.#prefix, grant.lockId).slice(0, 3);
+    const keys = this.#keys.of(grant.lockId).slice(0, 3);
     const ok = await this.#commands.eval(EXTEND, keys, [grant.data.field, KIND_LETTER[grant.kind], grant.token.toString(), ttlMs]);
     if (ok !== 1) throw new LockLostError(grant.lockId, 'not-held', { context: { backend: this.name } });
     return { ttlMs };
@@ -373,7 +375,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   async release(grant: Grant<RedisGrantData>): Promise<boolean> {
     this.#assertOpen();
     const sentAt = performance.now();
-    const ok = await this.#commands.eval(RELEASE, lockKeys(this.#prefix, grant.lockId), [
+    const ok = await this.#commands.eval(RELEASE, this.#keys.of(grant.lockId), [
       grant.data.field,
       KIND_LETTER[grant.kind],
       grant.token.toString(),
@@ -397,7 +399,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
 
   async inspect(lockId: string): Promise<LockState> {
     this.#assertOpen();
-    const [h, x, t, q, qx, qw] = lockKeys(this.#prefix, lockId);
+    const [h, x, t, q, qx, qw] = this.#keys.of(lockId);
     return readInspect(lockId, await this.#commands.eval(INSPECT, [h, x, t, q, qx, qw], [])).state;
   }
 
@@ -413,7 +415,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
    */
   async forceRelease(lockId: string): Promise<number> {
     this.#assertOpen();
-    return Number(await this.#commands.eval(FORCE, lockKeys(this.#prefix, lockId), [this.#inboxPrefix]));
+    return Number(await this.#commands.eval(FORCE, this.#keys.of(lockId), [this.#inboxPrefix]));
   }
 
   /**

@@ -2,22 +2,29 @@
 -- script). Nobody holds and nobody waits (the SET NX PX case): grant inline. Same fields as
 -- grant() in acquire.lua; the keys expire with this hold, the counter 10 min later (a quick
 -- re-acquire continues the sequence).
+-- Lean on purpose (docs/backends/redis.md, "Lua scripts"): every redis.call and every
+-- string.format costs about half a µs of the server's single thread. So numbers go to
+-- redis.call as Lua numbers (Redis prints them with %.17g: exact below 2^53), ms times are
+-- concatenated as they are (%.14g prints 13 digits exactly), the µs token is spliced from
+-- TIME's two strings, and the counter is read and written by one SET … GET.
 if redis.call('EXISTS', KEYS[1], KEYS[4]) == 0 then
   local tm = redis.call('TIME')
-  local s, us = tonumber(tm[1]), tonumber(tm[2])
-  local now, tok = s * 1000 + math.floor(us / 1000), s * 1000000 + us
-  local next_ = tonumber(redis.call('GET', KEYS[3]) or '0') + 1
-  if next_ > tok then tok = next_ end
-  tok = string.format('%.0f', tok)
-  local kind, ttl, delay = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
-  local field = ARGV[3]
+  local now = tm[1] * 1000 + math.floor(tm[2] / 1000)
+  local ttl = tonumber(ARGV[4])
+  local at = now + ttl + tonumber(ARGV[5])
+  local tok = tm[1] .. string.sub('00000' .. tm[2], -6)
+  local last = redis.call('SET', KEYS[3], tok, 'PXAT', at + 601000, 'GET')
+  -- The token is max(last + 1, server time in µs): the counter was ahead (the clock stepped back).
+  if last and tonumber(last) >= tonumber(tok) then
+    tok = string.format('%.0f', tonumber(last) + 1)
+    redis.call('SET', KEYS[3], tok, 'PXAT', at + 601000)
+  end
+  local kind, field = ARGV[1], ARGV[3]
   if kind == 's' then field = field .. '\0' .. tok .. '\0' .. ARGV[2] .. '\0' .. (ARGV[14] or '1') end
-  local at = now + ttl + delay
-  redis.call('HSET', KEYS[1], field, kind .. '|1|' .. tok .. '|' .. string.format('%.0f', now + ttl) .. '|' .. string.format('%.0f', delay) .. '|' .. ARGV[12] .. '|' .. string.format('%.0f', now) .. '|' .. ARGV[13])
-  redis.call('ZADD', KEYS[2], string.format('%.0f', at), field)
-  redis.call('SET', KEYS[3], tok, 'PXAT', string.format('%.0f', at + 601000))
-  redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', at + 1000))
-  redis.call('PEXPIREAT', KEYS[2], string.format('%.0f', at + 1000))
+  redis.call('HSET', KEYS[1], field, kind .. '|1|' .. tok .. '|' .. (now + ttl) .. '|' .. ARGV[5] .. '|' .. ARGV[12] .. '|' .. now .. '|' .. ARGV[13])
+  redis.call('ZADD', KEYS[2], at, field)
+  redis.call('PEXPIREAT', KEYS[1], at + 1000)
+  redis.call('PEXPIREAT', KEYS[2], at + 1000)
   -- Watchers hear of the new hold (changed() in prelude-handoff.lua; its helpers do not exist yet).
   redis.call('PUBLISH', string.sub(ARGV[10], 1, -3) .. 'changes', string.sub(KEYS[1], 1, -3))
   return {1, tok, field}

@@ -1,14 +1,16 @@
 -- Release one hold (the contract: RELEASE in src/backends/redis/scripts.ts).
-local tm = redis.call('TIME')
-local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-local now_us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+-- Not held (expired and purged, taken over, released): nothing to read the clock for.
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if not v then return 0 end
+local tm = redis.call('TIME')
+local now = tm[1] * 1000 + math.floor(tm[2] / 1000)
 local queued = redis.call('EXISTS', KEYS[4]) == 1
--- The only holder, not re-entered, nobody queued: delete inline (what drop() does then).
+-- The only holder, not re-entered, nobody queued: delete inline (what drop() does then). The
+-- record must start with '<kind>|1|<token>|' and its lease must not have run out (lean, as
+-- in acquire-free.lua: a prefix compare, not a full parse).
 if not queued and redis.call('HLEN', KEYS[1]) == 1 then
-  local hk, count, tok, exp = string.match(v, '^(%a)|(%d+)|(%d+)|(%d+)|')
-  if hk == ARGV[2] and count == '1' and tok == ARGV[3] and tonumber(exp) > now then
+  local p = ARGV[2] .. '|1|' .. ARGV[3] .. '|'
+  if string.sub(v, 1, #p) == p and tonumber(string.match(v, '^%d+', #p + 1)) > now then
     redis.call('DEL', KEYS[1], KEYS[2])
     redis.call('PUBLISH', string.sub(ARGV[4], 1, -3) .. 'changes', string.sub(KEYS[1], 1, -3))
     return 1
@@ -31,7 +33,7 @@ if count > 1 then
 end
 drop(h, x, t, field)
 if queued then
-  local woke = after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
+  local woke = after_release(h, x, t, q, qx, qw, qs, inbox, now, tm[1] * 1000000 + tm[2])
   if woke then return woke end
 end
 return 1

@@ -4,7 +4,7 @@
  * (no watch statement), in alternating rounds (ABBA) on the same tables, first with nobody
  * watching, then with one `changes()` listening.
  *
- *   npx tsx test/postgres/watch-bench.ts
+ *   npx tsx bench/observe/postgres-watch.ts
  */
 import pg from 'pg';
 import { createLocker, type Locker } from '../../src/index.js';

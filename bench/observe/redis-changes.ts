@@ -2,7 +2,7 @@
  * Benchmark (not a test): what publishing every change on `<prefix>changes` costs an
  * uncontended lock + release (docs/backends/redis.md, "Watching").
  *
- *   npx tsx test/redis/bench-changes.ts BASE_SRC
+ *   npx tsx bench/observe/redis-changes.ts BASE_SRC
  *
  * BASE_SRC is the `src/` folder of a checkout from before the scripts published changes
  * (e.g. `git archive <commit> src | tar -x -C .ab/base` inside the worktree, so that its
@@ -64,7 +64,7 @@ const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floo
 
 try {
   const baseSrc = process.argv[2];
-  if (!baseSrc) throw new Error('usage: npx tsx test/redis/bench-changes.ts BASE_SRC');
+  if (!baseSrc) throw new Error('usage: npx tsx bench/observe/redis-changes.ts BASE_SRC');
   const base = (await import(pathToFileURL(`${baseSrc}/index.ts`).href)) as Lib;
   const client: number[][] = SIDES.map(() => []);
   const server: number[][] = SIDES.map(() => []);

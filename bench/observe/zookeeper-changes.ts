@@ -1,9 +1,9 @@
 /**
  * How long after an acquire call `changes()` reports the id (and how long the grant took), on a one-node ensemble on loopback:
- * `npx tsx test/zookeeper/changes-bench.ts`. Figures in docs/backends/zookeeper.md, "Watching".
+ * `npx tsx bench/observe/zookeeper-changes.ts`. Figures in docs/backends/zookeeper.md, "Watching".
  */
 import { createZooKeeperBackend } from '../../src/backends/zookeeper/index.js';
-import { seamRequest } from '../helpers.js';
+import { seamRequest } from '../../test/helpers.js';
 import { startZooKeeper } from '../../scripts/servers/zookeeper.js';
 
 const ROUNDS = 200;

@@ -1,6 +1,6 @@
 /**
  * Listing figures for docs/backends/zookeeper.md, "Listing" (not a test: timings belong here).
- * `npx tsx test/zookeeper/list-bench.ts [locks] [old src]` starts a one-node ZooKeeper, holds
+ * `npx tsx bench/observe/zookeeper-listing.ts [locks] [old src]` starts a one-node ZooKeeper, holds
  * `locks` (default 10,000) locks through the seam, then times paging through all of them with
  * limit 1,000 (three runs), and the uncontended acquire + release cost with and without an
  * identity in the node's data, in alternating rounds. With `old src` (the `src/` folder of
@@ -13,7 +13,7 @@ import { resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createZooKeeperBackend, type ZooKeeperBackend } from '../../src/backends/zookeeper/index.js';
 import type { ZkTicket } from '../../src/backends/zookeeper/recipe.js';
-import { seamRequest } from '../helpers.js';
+import { seamRequest } from '../../test/helpers.js';
 import { startZooKeeper } from '../../scripts/servers/zookeeper.js';
 
 const LOCKS = Number(process.argv[2] ?? 10_000);

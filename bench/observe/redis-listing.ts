@@ -2,7 +2,7 @@
  * Benchmark (not a test): what storing the identity costs an uncontended lock + release, and
  * how long paging through 10,000 held locks takes. docs/backends/redis.md, "Listing".
  *
- *   npx tsx test/redis/bench-observe.ts [BASE_SRC]
+ *   npx tsx bench/observe/redis-listing.ts [BASE_SRC]
  *
  * With BASE_SRC (the `src/` folder of a checkout from before the identity was stored, e.g.
  * `git archive <commit> src | tar -x -C /tmp/base` with node_modules linked beside it), both

@@ -3,9 +3,9 @@
  * release, and paging through 10,000 locks held on three masters with limit 1000.
  * docs/backends/redlock.md, "Listing".
  *
- *   npx tsx test/redlock/bench-observe.ts [BASE_SRC]
+ *   npx tsx bench/observe/redlock-listing.ts [BASE_SRC]
  *
- * With BASE_SRC (the `src/` of a checkout from before, as for test/redis/bench-observe.ts),
+ * With BASE_SRC (the `src/` of a checkout from before, as for bench/observe/redis-listing.ts),
  * both versions run in this one process in alternating rounds against the same masters.
  */
 import { performance } from 'node:perf_hooks';

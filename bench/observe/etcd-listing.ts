@@ -1,5 +1,5 @@
 /**
- * Figures for docs/backends/etcd.md, "Listing" (not a test: `npx tsx test/etcd/bench-observe.ts`).
+ * Figures for docs/backends/etcd.md, "Listing" (not a test: `npx tsx bench/observe/etcd-listing.ts`).
  * 1. The uncontended lock + release cost with no identity, a typical one and the largest
  *    allowed, in alternating rounds through the seam; with `BEFORE=<a checkout of the code
  *    before identities were stored>` also that code's backend (its value has no `id`/`at`).
@@ -12,7 +12,7 @@ import { createEtcdBackend, type EtcdBackend } from '../../src/backends/etcd/ind
 import { encodeValue } from '../../src/backends/etcd/layout.js';
 import { makeIdentity } from '../../src/observe/identity.js';
 import { startEtcd } from '../../scripts/servers/etcd.js';
-import { seamRequest } from '../helpers.js';
+import { seamRequest } from '../../test/helpers.js';
 
 const ROUNDS = Number(process.env['ROUNDS'] ?? 8);
 const OPS = Number(process.env['OPS'] ?? 200);

@@ -6,7 +6,7 @@
  * - paging through 10,000 held locks with limit 1000.
  *
  *   git archive <commit before> src | tar -x -C .ab-base
- *   npx tsx test/sql/observe-bench.ts postgres .ab-base/src   (or mysql)
+ *   npx tsx bench/observe/sql-listing.ts postgres .ab-base/src   (or mysql)
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
