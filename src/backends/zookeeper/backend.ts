@@ -29,8 +29,8 @@ import { EVENT } from './driver.js';
 import { SessionHolds, type ZkHold } from './session-holds.js';
 import { readLockState } from './inspect.js';
 import { breakLock, listLocks } from './list.js';
-import { lockPaths, parseLeaseData, protectedPrefix, type LockPaths } from './layout.js';
-import { Deleter, reapLockNode } from './nodes.js';
+import { lockPaths, protectedPrefix, type LockPaths } from './layout.js';
+import { Deleter, findOwnerNodes, reapLockNode } from './nodes.js';
 import { watchQueue } from './observe.js';
 import { watchChanges, type FeedHost } from './changes.js';
 import { attemptQueue } from './queue.js';
@@ -38,6 +38,7 @@ import type { Prefetch, RecipeHost, ZkGrantData, ZkTicket } from './recipe.js';
 import { attemptSemaphore } from './semaphore.js';
 import { ZkSession, type SessionState } from './session.js';
 import { waitForChange } from './wait.js';
+import { attemptWithDelay, delayUuid, DelayMarkers } from './delay.js';
 
 const log = backendLog('zookeeper');
 
@@ -76,7 +77,7 @@ export const ZOOKEEPER_CAPABILITIES: Capabilities = Object.freeze({
   shared: true,
   permits: true,
   notify: true,
-  lockDelay: false,
+  lockDelay: true,
   reentrant: false,
   weightedPermits: true,
 });
@@ -93,6 +94,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   #closed = false;
   readonly #deleter = new Deleter();
   readonly #held = new SessionHolds(this.#deleter);
+  readonly #delays: DelayMarkers;
   readonly #host: RecipeHost = {
     op: (s, what, work) => this.#op(s, what, work),
     grant: (req, t, hold, token, drop) => this.#grant(req, t, hold, token, drop),
@@ -114,6 +116,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
       connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
       ...(opts.operationTimeoutMs !== undefined ? { operationTimeoutMs: opts.operationTimeoutMs } : {}),
     };
+    this.#delays = new DelayMarkers(this.#opts);
     logRoundTrips(this, log);
   }
 
@@ -196,7 +199,9 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
         context: { lockId: req.lockId },
       });
     }
-    const attempt = (req.kind === 'semaphore' ? attemptSemaphore : attemptQueue)(this.#host, req, t).catch((err: unknown) => {
+    const recipe = req.kind === 'semaphore' ? attemptSemaphore : attemptQueue;
+    const run = (r: AcquireRequest<ZkTicket>): Promise<AcquireResult<ZkTicket, ZkGrantData>> => recipe(this.#host, r, t);
+    const attempt = attemptWithDelay(this.#delays, req, t, run, (g) => this.release(g)).catch((err: unknown) => {
       // A failed attempt ends the acquisition: nothing of it may stay to block others.
       void this.#drop(t, undefined, true);
       throw err;
@@ -211,7 +216,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
       session,
       lockId: req.lockId,
       kind: req.kind,
-      uuid: randomUUID(),
+      uuid: req.lockDelayMs > 0 ? delayUuid() : randomUUID(),
       paths: this.paths(req.lockId),
       queueNode: undefined,
       gateNode: undefined,
@@ -361,18 +366,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   async #dropOwner(req: AcquireRequest<ZkTicket>): Promise<void> {
     const s = this.#session;
     if (!s?.alive) return;
-    const { base, gate, leases } = this.paths(req.lockId);
-    const find = async (): Promise<string[]> => {
-      const found: string[] = [];
-      for (const parent of [base, gate, leases]) {
-        for (const child of await s.children(parent)) {
-          const node = await s.get(`${parent}/${child}`);
-          if (node && parseLeaseData(node.data).ownerId === req.ownerId) found.push(`${parent}/${child}`);
-        }
-      }
-      return found;
-    };
-    const nodes = await this.#op(s, 'list', find());
+    const nodes = await this.#op(s, 'list', findOwnerNodes(s, this.paths(req.lockId), req.ownerId));
     await this.#op(s, 'delete', Promise.all(nodes.map((n) => this.#deleter.delete(s, n)))).catch(() => undefined);
   }
 
@@ -407,8 +401,10 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   async release(grant: Grant<ZkGrantData>): Promise<boolean> {
     const { session: s, nodes } = grant.data;
     const wasHeld = this.#held.drop(grant.data);
+    // A clean release ends the lock-delay: the marker goes with the nodes (delay.ts).
+    const unmarked = this.#delays.release(grant.data, wasHeld).catch(() => undefined);
     if (!s.alive) return false;
-    const deleted = await this.#op(s, 'delete', Promise.all(nodes.map((n) => this.#deleter.delete(s, n))));
+    const [deleted] = await this.#op(s, 'delete', Promise.all([Promise.all(nodes.map((n) => this.#deleter.delete(s, n))), unmarked]));
     reapLockNode(s, this.paths(grant.lockId));
     return wasHeld && deleted.every(Boolean);
   }
@@ -447,7 +443,9 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   /** Delete every holder's nodes: docs/backends/zookeeper.md, "Breaking a lock". */
   async forceRelease(lockId: string): Promise<number> {
     const s = await this.connect();
-    return breakLock(this.#host, s, this.#opts.chroot, lockId);
+    const broken = await breakLock(this.#host, s, this.#opts.chroot, lockId);
+    await this.#op(s, 'delete markers', this.#delays.clear(s, this.paths(lockId).base));
+    return broken;
   }
 
   async close(): Promise<void> {
@@ -455,6 +453,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     // Closing the session deletes every node of ours; pending delete retries are moot.
     this.#deleter.close();
     this.#held.clear();
+    this.#delays.close();
     this.#session?.close();
     this.#session = undefined;
   }
@@ -467,6 +466,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     this.#closed = true;
     this.#deleter.close();
     this.#held.clear();
+    this.#delays.abandon();
     this.#session?.abandon();
     this.#session = undefined;
   }
