@@ -57,13 +57,16 @@ export class Holds {
     this.#maxWaits = maxWaitsPerSession;
   }
 
-  /** Acquire for a session; a retry with the same requestId answers the same grant. */
-  async acquire(input: AcquireInput, signal: AbortSignal): Promise<GrantView> {
-    if (input.requestId === undefined) return this.#acquireOnce(input, signal);
+  /**
+   * Acquire for a session; a retry with the same requestId answers the same grant. `known`:
+   * the session as the route just read it (not read again).
+   */
+  async acquire(input: AcquireInput, signal: AbortSignal, known?: SessionInfo): Promise<GrantView> {
+    if (input.requestId === undefined) return this.#acquireOnce(input, signal, known);
     const key = `${input.session}/${input.requestId}`;
     const running = this.#inflight.get(key);
     if (running) return raceAbort(running, signal);
-    const p = this.#acquireOnce(input, signal);
+    const p = this.#acquireOnce(input, signal, known);
     this.#inflight.set(key, p);
     try {
       return await p;
@@ -72,19 +75,17 @@ export class Holds {
     }
   }
 
-  /** Release the session's hold of `lockId` with `token`. */
-  async release(session: string, lockId: string, token: bigint): Promise<boolean> {
-    await this.#sessions.get(session);
-    const hold = await this.#held(session, lockId, token);
+  /** Release the session's hold of `lockId` with `token`; `known`: the route's read of the session, in flight. */
+  async release(session: string, lockId: string, token: bigint, known?: Promise<SessionInfo>): Promise<boolean> {
+    const [, hold] = await both(known ?? this.#sessions.get(session), this.#held(session, lockId, token));
     const released = await this.#backend.release(hold.grant);
     await this.#sessions.forget(hold);
     return released;
   }
 
   /** Extend the session's hold of `lockId` by the session's ttl (a keepalive does it for all). */
-  async extend(session: string, lockId: string, token: bigint): Promise<GrantView> {
-    const info = await this.#sessions.get(session);
-    const hold = await this.#held(session, lockId, token);
+  async extend(session: string, lockId: string, token: bigint, known?: Promise<SessionInfo>): Promise<GrantView> {
+    const [info, hold] = await both(known ?? this.#sessions.get(session), this.#held(session, lockId, token));
     try {
       await this.#backend.extend(hold.grant, info.ttlMs);
     } catch (err) {
@@ -100,8 +101,8 @@ export class Holds {
     return hold;
   }
 
-  async #acquireOnce(input: AcquireInput, signal: AbortSignal): Promise<GrantView> {
-    const session = await this.#sessions.get(input.session);
+  async #acquireOnce(input: AcquireInput, signal: AbortSignal, known: SessionInfo | undefined): Promise<GrantView> {
+    const session = known ?? (await this.#sessions.get(input.session));
     if (input.requestId !== undefined) {
       const earlier = (await this.#sessions.holds(session.id)).find((h) => h.requestId === input.requestId && h.lockId === input.lockId);
       if (earlier) return view(session, earlier.grant, input.requestId);
@@ -144,6 +145,8 @@ export class Holds {
   /** The long poll: attempts until granted, `waitMs` passed, the client left or the session ended. */
   async #wait(session: SessionInfo, input: AcquireInput, signal: AbortSignal): Promise<Grant> {
     const deadline = performance.now() + input.waitMs;
+    const checkEvery = Math.min(SESSION_CHECK_MS, session.ttlMs / 2);
+    let checked = performance.now();
     let req = request(session, input, signal);
     try {
       for (;;) {
@@ -153,8 +156,13 @@ export class Holds {
         req = { ...req, ticket: got.contended.ticket };
         const left = deadline - performance.now();
         if (left <= 0) throw new LockTimeoutError(input.lockId, input.waitMs);
-        await this.#pause(input.lockId, req.ticket, Math.min(left, SESSION_CHECK_MS, session.ttlMs / 2), signal);
-        await this.#sessions.get(session.id);
+        await this.#pause(input.lockId, req.ticket, Math.min(left, checked + checkEvery - performance.now()), signal);
+        // The session is read when its check is due, not on every wake-up: a hand-off goes
+        // straight to the attempt (docs/benchmarks.md, "The lock service").
+        if (performance.now() - checked >= checkEvery) {
+          await this.#sessions.get(session.id);
+          checked = performance.now();
+        }
       }
     } catch (err) {
       // A wait given up leaves no queue entry or hold behind (the attempt's reply may have been lost).
@@ -173,6 +181,14 @@ export class Holds {
       if (signal.aborted) throw err;
     }
   }
+}
+
+/** Two reads at once; the session's error first whichever fails first (an unknown session is SESSION_NOT_FOUND). */
+async function both(session: Promise<SessionInfo>, hold: Promise<HoldInfo>): Promise<[SessionInfo, HoldInfo]> {
+  const [s, h] = await Promise.allSettled([session, hold]);
+  if (s.status === 'rejected') throw s.reason;
+  if (h.status === 'rejected') throw h.reason;
+  return [s.value, h.value];
 }
 
 function request(session: SessionInfo, input: AcquireInput, signal: AbortSignal): AcquireRequest {

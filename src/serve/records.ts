@@ -32,11 +32,11 @@ export function encodeIdentity(name: string, meta: { readonly [key: string]: Jso
 }
 
 /** A request of one attempt that leaves nothing behind when refused. */
-export function oneShot(lockId: string, ownerId: string, ttlMs: number, identity: string, semaphore: boolean): AcquireRequest {
+export function oneShot(lockId: string, ownerId: string, ttlMs: number, identity: string, semaphore: boolean, permits = 2): AcquireRequest {
   return {
     lockId,
     kind: semaphore ? 'semaphore' : 'mutex',
-    permits: semaphore ? 2 : 1,
+    permits: semaphore ? permits : 1,
     ownerId,
     freshOwner: true,
     ttlMs,
@@ -65,8 +65,8 @@ export class Records {
   }
 
   /** Write a new record; false when a record of that id is already there (a mutex backend). */
-  async write(lockId: string, ownerPrefix: string, ttlMs: number, identity: string): Promise<boolean> {
-    const req = oneShot(lockId, `${ownerPrefix}~${randomId(6)}`, ttlMs, identity, this.#semaphore);
+  async write(lockId: string, ownerPrefix: string, ttlMs: number, identity: string, permits = 2): Promise<boolean> {
+    const req = oneShot(lockId, `${ownerPrefix}~${randomId(6)}`, ttlMs, identity, this.#semaphore, permits);
     const got = await this.#backend.tryAcquire(req);
     return got.granted;
   }
@@ -76,25 +76,32 @@ export class Records {
    * whose lease ends first first). Rolls at once (two replicas) may leave two fresh holders:
    * the next roll then finds the record full, removes the older one and writes again.
    */
-  async roll(lockId: string, ownerPrefix: string, ttlMs: number, identity: string, oldOwners: readonly string[]): Promise<void> {
+  async roll(
+    lockId: string,
+    ownerPrefix: string,
+    ttlMs: number,
+    identity: string,
+    oldOwners: readonly string[],
+    permits = 2,
+  ): Promise<void> {
     if (!this.#semaphore) {
       await this.removeOwners(lockId, oldOwners);
       // Refused: another roll wrote the record in between, which renews it just as well.
       await this.write(lockId, ownerPrefix, ttlMs, identity);
       return;
     }
-    let wrote = await this.write(lockId, ownerPrefix, ttlMs, identity);
+    let wrote = await this.write(lockId, ownerPrefix, ttlMs, identity, permits);
     if (!wrote && oldOwners.length > 1) {
-      await this.removeOwners(lockId, oldOwners.slice(0, 1));
-      wrote = await this.write(lockId, ownerPrefix, ttlMs, identity);
+      await this.removeOwners(lockId, oldOwners.slice(0, 1), permits);
+      wrote = await this.write(lockId, ownerPrefix, ttlMs, identity, permits);
     }
-    if (wrote) await this.removeOwners(lockId, oldOwners);
+    if (wrote) await this.removeOwners(lockId, oldOwners, permits);
   }
 
   /** Remove the holders `owners` of the record (idempotent). */
-  async removeOwners(lockId: string, owners: readonly string[]): Promise<void> {
+  async removeOwners(lockId: string, owners: readonly string[], permits = 2): Promise<void> {
     for (const owner of owners) {
-      await this.#backend.cancel(oneShot(lockId, owner, 1, '', this.#semaphore), undefined);
+      await this.#backend.cancel(oneShot(lockId, owner, 1, '', this.#semaphore, permits), undefined);
     }
   }
 }

@@ -10,7 +10,7 @@ import type { JsonValue } from '../observe/identity.js';
 import type { Holds } from './holds.js';
 import { RESERVED_PREFIX } from './records.js';
 import * as S from './schemas.js';
-import { ServeError, type Sessions } from './sessions.js';
+import { ServeError, type SessionInfo, type Sessions } from './sessions.js';
 
 /** What the routes need. */
 export interface RouteDeps {
@@ -58,8 +58,7 @@ export function sessionRoutes(app: FastifyInstance, deps: RouteDeps): void {
   });
   app.post('/v1/sessions/:id/keepalive', { schema: S.keepalive, config: LOCK }, async (request) => {
     const { id } = request.params as { id: string };
-    await ownSession(deps, request, id);
-    const r = await deps.sessions.keepalive(id);
+    const r = await deps.sessions.keepalive(id, await ownSession(deps, request, id));
     return { id, ttlMs: r.session.ttlMs, holds: r.holds, lost: r.lost.map((h) => ({ lockId: h.lockId, token: h.token.toString() })) };
   });
   app.delete('/v1/sessions/:id', { schema: S.deleteSession, config: LOCK }, async (request) => {
@@ -70,11 +69,12 @@ export function sessionRoutes(app: FastifyInstance, deps: RouteDeps): void {
 }
 
 /** A session of another client is refused as if it did not exist. */
-export async function ownSession(deps: RouteDeps, request: FastifyRequest, id: string): Promise<void> {
+export async function ownSession(deps: RouteDeps, request: FastifyRequest, id: string): Promise<SessionInfo> {
   const s = await deps.sessions.get(id);
   const client = deps.clientOf(request);
   if (client !== undefined && s.client !== client)
     throw new ServeError(404, 'SESSION_NOT_FOUND', `session '${id}' does not exist or has expired`);
+  return s;
 }
 
 /** Register the lock routes. */
@@ -82,23 +82,24 @@ export function lockRoutes(app: FastifyInstance, deps: RouteDeps): void {
   app.post('/v1/locks/:lockId/acquire', { schema: S.acquire, config: LOCK }, async (request, reply) => {
     const lockId = checkLockId((request.params as Params).lockId);
     const b = request.body as { session: string; waitMs?: number; fair?: boolean; kind?: LockKind; permits?: number; requestId?: string };
-    await ownSession(deps, request, b.session);
+    const session = await ownSession(deps, request, b.session);
     const kind = b.kind ?? 'mutex';
     if (kind === 'semaphore' && b.permits === undefined) throw new ServeError(400, 'INVALID_ARGUMENT', 'a semaphore needs permits');
     const input = { session: b.session, lockId, waitMs: b.waitMs ?? 0, fair: b.fair ?? false, kind, permits: b.permits ?? 1 };
-    return deps.holds.acquire(b.requestId === undefined ? input : { ...input, requestId: b.requestId }, gone(reply));
+    return deps.holds.acquire(b.requestId === undefined ? input : { ...input, requestId: b.requestId }, gone(reply), session);
   });
   app.post('/v1/locks/:lockId/release', { schema: S.release, config: LOCK }, async (request) => {
     const lockId = checkLockId((request.params as Params).lockId);
     const b = request.body as HoldBody;
-    await ownSession(deps, request, b.session);
-    return { released: await deps.holds.release(b.session, lockId, BigInt(b.token)) };
+    // The session's check and the hold's lookup are both reads: sent at once (one round trip).
+    const session = ownSession(deps, request, b.session);
+    return { released: await deps.holds.release(b.session, lockId, BigInt(b.token), session) };
   });
   app.post('/v1/locks/:lockId/extend', { schema: S.extend, config: LOCK }, async (request) => {
     const lockId = checkLockId((request.params as Params).lockId);
     const b = request.body as HoldBody;
-    await ownSession(deps, request, b.session);
-    return deps.holds.extend(b.session, lockId, BigInt(b.token));
+    const session = ownSession(deps, request, b.session);
+    return deps.holds.extend(b.session, lockId, BigInt(b.token), session);
   });
   app.get('/v1/locks/:lockId', { schema: S.inspect, config: READ }, async (request) => {
     const lockId = checkLockId((request.params as Params).lockId);

@@ -58,6 +58,15 @@ export function noSession(id: string): ServeError {
 
 const sessionLock = (id: string): string => `${RESERVED_PREFIX}s/${id}`;
 const markerPrefix = (id: string): string => `${RESERVED_PREFIX}h/${id}/`;
+const INDEX_PREFIX = `${RESERVED_PREFIX}i/`;
+/**
+ * On backends with semaphores a session's holds are the holders of ONE record, its index
+ * (a semaphore of this many permits): a keepalive reads them with one `inspect` instead of
+ * a listing by prefix, which on Redis is a SCAN of the whole keyspace (docs/serve.md, "Design").
+ */
+const INDEX_PERMITS = 100_000;
+const indexLock = (id: string): string => `${INDEX_PREFIX}${id}`;
+const permitsOf = (record: string): number => (record.startsWith(INDEX_PREFIX) ? INDEX_PERMITS : 2);
 
 /** The marker id of the hold (session, lock, token): found again without a listing. */
 export function markerId(session: string, lockId: string, token: bigint): string {
@@ -75,11 +84,14 @@ export class Sessions {
   readonly #locker: Locker;
   readonly #backend: Backend;
   readonly #records: Records;
+  /** Holds are kept in one index record per session (else one marker per hold, listed by prefix). */
+  readonly #indexed: boolean;
 
   constructor(locker: Locker, backend: Backend) {
     this.#locker = locker;
     this.#backend = backend;
     this.#records = new Records(backend);
+    this.#indexed = backend.capabilities.permits;
   }
 
   /** Create a session record; its id is random. */
@@ -118,13 +130,17 @@ export class Sessions {
     return n;
   }
 
-  /** Renew the record and extend every hold by the ttl; reports the holds that were gone. */
-  async keepalive(id: string): Promise<{ session: SessionInfo; holds: number; lost: HoldInfo[] }> {
-    const session = await this.get(id);
+  /**
+   * Renew the record and extend every hold by the ttl; reports the holds that were gone.
+   * `known`: the session as the route just read it (not read again).
+   */
+  async keepalive(id: string, known?: SessionInfo): Promise<{ session: SessionInfo; holds: number; lost: HoldInfo[] }> {
+    // The holds are read with the session: a hold made after this read has a whole ttl anyway.
+    const [session, current] = await Promise.all([known ?? this.get(id), this.holds(id)]);
     await this.#records.roll(sessionLock(id), id, session.ttlMs, sessionIdentity(session), session.owners);
     const lost: HoldInfo[] = [];
     let holds = 0;
-    for (const hold of await this.holds(id)) {
+    for (const hold of current) {
       try {
         await this.#backend.extend(hold.grant, session.ttlMs);
         holds += 1;
@@ -132,7 +148,7 @@ export class Sessions {
       } catch (err) {
         if (!isLocksmithError(err, 'LOCK_LOST')) throw err;
         lost.push(hold);
-        await this.#records.removeOwners(hold.markerId, hold.markerOwners);
+        await this.#records.removeOwners(hold.markerId, hold.markerOwners, permitsOf(hold.markerId));
       }
     }
     return { session, holds, lost };
@@ -144,7 +160,7 @@ export class Sessions {
     let released = 0;
     for (const hold of await this.holds(id)) {
       if (await this.#backend.release(hold.grant)) released += 1;
-      await this.#records.removeOwners(hold.markerId, hold.markerOwners);
+      await this.#records.removeOwners(hold.markerId, hold.markerOwners, permitsOf(hold.markerId));
     }
     await this.#records.removeOwners(sessionLock(id), session.owners);
     return released;
@@ -152,18 +168,19 @@ export class Sessions {
 
   /** Remember a hold the session obtained (its marker). */
   async remember(session: SessionInfo, grant: Grant, requestId: string | undefined): Promise<void> {
-    const id = markerId(session.id, grant.lockId, grant.token);
-    const ok = await this.#records.write(id, grant.ownerId, MARKER_TTL_MS, holdIdentity(grant, requestId));
+    const id = this.#indexed ? indexLock(session.id) : markerId(session.id, grant.lockId, grant.token);
+    const ok = await this.#records.write(id, grant.ownerId, MARKER_TTL_MS, holdIdentity(grant, requestId), permitsOf(id));
     if (!ok) throw new LocksmithError('BACKEND_UNAVAILABLE', `could not record the hold of '${grant.lockId}'`);
   }
 
   /** Forget a hold (its marker), after its release or loss. */
   async forget(hold: HoldInfo): Promise<void> {
-    await this.#records.removeOwners(hold.markerId, hold.markerOwners);
+    await this.#records.removeOwners(hold.markerId, hold.markerOwners, permitsOf(hold.markerId));
   }
 
   /** One hold of the session by lock and token, or undefined. */
   async hold(session: string, lockId: string, token: bigint): Promise<HoldInfo | undefined> {
+    if (this.#indexed) return (await this.holds(session)).find((h) => h.lockId === lockId && h.token === token);
     const id = markerId(session, lockId, token);
     const state = await this.#locker.inspect(id);
     return readMarker(id, state.holders);
@@ -171,6 +188,7 @@ export class Sessions {
 
   /** Every hold of the session, read from its markers (all pages). */
   async holds(session: string): Promise<HoldInfo[]> {
+    if (this.#indexed) return readIndex(indexLock(session), (await this.#locker.inspect(indexLock(session))).holders);
     const out: HoldInfo[] = [];
     let cursor: string | undefined;
     do {
@@ -186,7 +204,7 @@ export class Sessions {
 
   async #rollMarker(hold: HoldInfo): Promise<void> {
     const identity = holdIdentity(hold.grant, hold.requestId);
-    await this.#records.roll(hold.markerId, hold.grant.ownerId, MARKER_TTL_MS, identity, hold.markerOwners);
+    await this.#records.roll(hold.markerId, hold.grant.ownerId, MARKER_TTL_MS, identity, hold.markerOwners, permitsOf(hold.markerId));
   }
 }
 
@@ -219,6 +237,17 @@ function readMarker(id: string, holders: readonly HolderInfo[]): HoldInfo | unde
     markerLeftMs: left,
     ...(typeof m.r === 'string' ? { requestId: m.r } : {}),
   };
+}
+
+/** The holds an index record lists: its holders grouped by hold (a roll leaves two for a moment). */
+function readIndex(id: string, holders: readonly HolderInfo[]): HoldInfo[] {
+  const byHold = new Map<string, HolderInfo[]>();
+  for (const h of holders) {
+    const m = h.identity?.meta;
+    const key = `${String(m?.l)}\u0000${String(m?.t)}`;
+    byHold.set(key, [...(byHold.get(key) ?? []), h]);
+  }
+  return [...byHold.values()].flatMap((group) => readMarker(id, group) ?? []);
 }
 
 function isObject(v: unknown): v is { readonly [key: string]: JsonValue } {

@@ -52,7 +52,6 @@ const here = dirname(fileURLToPath(import.meta.url));
 
 // libfaketime's preload library now lives in the server harness (servers start on fake clocks
 // too); re-exported for the tests that take it from here.
-export { faketimeLibrary };
 
 interface Fleet {
   readonly workers: WorkerHandle[];

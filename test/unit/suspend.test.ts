@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { SuspendAwareClock } from '../../src/util/clock.js';
-import { faketimeLibrary } from '../faults/run.js';
+import { faketimeLibrary } from '../../scripts/servers/harness.js';
 
 test('the lease clock adds a leap of the wall clock past the monotonic one, and nothing else', () => {
   let wall = 1_000_000;

@@ -31,7 +31,8 @@ export type { LuaScript } from '../redis-wire/lua.js';
  * Phase 1 on one master: take the lease and read the register in one atomic step.
  * KEYS: rl rt ri. ARGV: value, ttlMs, proposed token, who (stored in `ri` by a new hold).
  * Returns `{1, register, wrote}` (granted; `wrote` = 1 when the proposal was above the
- * register and is now stored) or `{0, pttl}` (held by another). It runs on every master for
+ * register, at most a minute ahead of this master's clock, and is now stored) or `{0, pttl}`
+ * (held by another). It runs on every master for
  * every attempt, so it is kept short: no helper functions (their closures cost a measurable share),
  * `SET NX` first (one call when the lock is free), and the register returned as the clock's
  * integer, or as the stored string when that is higher (exact either way; µs values stay

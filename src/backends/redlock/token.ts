@@ -51,11 +51,15 @@ export class TokenRegister {
     fence: (node: RedlockNode, script: LuaScript, token: bigint) => Promise<unknown>,
   ): Promise<bigint | undefined> {
     const yes = granted(replies);
-    let max = proposal - 1n;
+    // The token must be above what each granting master now holds: the proposal where it was
+    // stored, the register it read where it was not (too low, or refused as too far ahead of
+    // that master's clock; docs/backends/redlock.md, "Fencing tokens").
+    let max = 0n;
     let allWrote = true;
     for (const r of yes) {
       if (!r.value) continue;
-      if (r.value.register > max) max = r.value.register;
+      const held = r.value.wrote ? proposal : r.value.register;
+      if (held > max) max = held;
       if (!r.value.wrote) allWrote = false;
     }
     if (allWrote) {

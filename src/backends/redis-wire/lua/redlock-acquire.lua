@@ -16,7 +16,10 @@ if fresh then redis.call('SET', KEYS[3], tm[1] .. string.format('%03d', tm[2] / 
 local here = tm[1] * 1000000 + tm[2]
 local last = redis.call('GET', t)
 if last and tonumber(last) > here then here = last end
-if tonumber(ARGV[3]) > tonumber(here) then
+-- A proposal more than a minute (60,000,000 µs) ahead of this master's clock comes from a
+-- client clock running ahead: stored, it would outlive the register's expiry and put a later
+-- holder's token below it. It is refused, and phase 2 writes `max + 1` of the registers.
+if tonumber(ARGV[3]) > tonumber(here) and tonumber(ARGV[3]) <= tm[1] * 1000000 + tm[2] + 60000000 then
   -- The register outlives the lease by 10 min (600000 ms), as in redlock-fence.lua.
   redis.call('SET', t, ARGV[3], 'PX', ARGV[2] + 600000)
   return {1, here, 1}

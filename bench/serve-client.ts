@@ -1,0 +1,116 @@
+/**
+ * What bench/serve.ts needs to drive `locksmith serve` as a client in another process would:
+ * the service started as its own process through the command line, a keep-alive HTTP/JSON
+ * client (node:http, the lightest Node has), and CPU time read from /proc.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const MAIN = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
+
+/** A service process. */
+export interface ServiceProcess {
+  readonly base: string;
+  readonly child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** Start `locksmith serve --backend URL` on a free loopback port (extra Node flags first, e.g. --cpu-prof; `main`: another checkout's CLI). */
+export async function startServiceProcess(
+  backend: string,
+  nodeFlags: readonly string[] = [],
+  main: string = MAIN,
+): Promise<ServiceProcess> {
+  const args = [...nodeFlags, '--import', 'tsx', main, 'serve', '--backend', backend, '--listen', '127.0.0.1:0', '--insecure-local'];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '' } });
+  const base = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const m = /^listening on (\S+)/.exec(line);
+      if (m?.[1]) resolve(m[1]);
+    });
+    child.once('exit', (code) => reject(new Error(`locksmith serve exited with ${String(code)}`)));
+  });
+  return {
+    base,
+    child,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const gone = new Promise((r) => child.once('exit', r));
+      // SIGTERM: the service closes and a --cpu-prof profile is written.
+      child.kill('SIGTERM');
+      await gone;
+    },
+  };
+}
+
+/** CPU time (user + system) of process `pid` so far, in ms, from /proc/<pid>/stat. */
+export function cpuMsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command (which may hold spaces) in parentheses: utime is the 14th, stime the 15th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
+}
+
+/** A keep-alive JSON client of one service. */
+export class Http {
+  readonly #agent = new Agent({ keepAlive: true, maxSockets: 2048 });
+  readonly #url: URL;
+  constructor(base: string) {
+    this.#url = new URL(base);
+  }
+
+  /** One call; resolves with the status and the parsed body. */
+  call(method: string, path: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    return new Promise((resolve, reject) => {
+      const req = request(
+        {
+          agent: this.#agent,
+          host: this.#url.hostname,
+          port: this.#url.port,
+          method,
+          path,
+          headers: data === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () =>
+            resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString() || '{}') as Record<string, unknown> }),
+          );
+          res.on('error', reject);
+        },
+      );
+      req.on('error', reject);
+      req.end(data);
+    });
+  }
+
+  /** Open a session of `ttlMs`; its id. */
+  async session(ttlMs: number): Promise<string> {
+    const r = await this.call('POST', '/v1/sessions', { ttlMs });
+    if (r.status !== 200) throw new Error(`session: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body.id as string;
+  }
+
+  /** Acquire `lockId` for `session` (waitMs 0: one attempt); the token, or undefined when refused. */
+  async acquire(lockId: string, session: string, waitMs = 0): Promise<string | undefined> {
+    const r = await this.call('POST', `/v1/locks/${encodeURIComponent(lockId)}/acquire`, { session, waitMs });
+    if (r.status === 200) return r.body.token as string;
+    if (r.status === 409) return undefined;
+    throw new Error(`acquire: ${r.status} ${JSON.stringify(r.body)}`);
+  }
+
+  async release(lockId: string, session: string, token: string): Promise<void> {
+    const r = await this.call('POST', `/v1/locks/${encodeURIComponent(lockId)}/release`, { session, token });
+    if (r.status !== 200) throw new Error(`release: ${r.status} ${JSON.stringify(r.body)}`);
+  }
+
+  close(): void {
+    this.#agent.destroy();
+  }
+}

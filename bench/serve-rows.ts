@@ -1,0 +1,167 @@
+/**
+ * Rows (a), (b) and (c) of bench/serve.ts (docs/benchmarks.md, "The lock service"): the
+ * library against the service in alternating rounds, the hand-off, and the CPU of keepalives.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createLocker, type Locker } from '../src/index.js';
+import { percentiles, type Percentiles } from '../src/bench-matrix/stats.js';
+import { cpuMsOf, type Http, type ServiceProcess } from './serve-client.js';
+
+export const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
+const ROUNDS = env('ROUNDS', 10);
+const ITERATIONS = env('ITERATIONS', 200);
+const HANDOFFS = env('HANDOFFS', 100);
+const SESSIONS = env('SESSIONS', 1_000);
+const CPU_SECONDS = env('CPU_SECONDS', 10);
+
+export const ms = (p: Percentiles): string => `${p.p50.toFixed(3)} / ${p.p99.toFixed(3)} ms`;
+
+/** A service under measure: its name in the output and a client of it. */
+export interface Target {
+  readonly name: string;
+  readonly http: Http;
+  readonly base: string;
+}
+
+/** Run `rounds` rounds of every contender, the order rotating each round; the samples of each. */
+async function alternate(contenders: readonly (() => Promise<number>)[], rounds: number, perRound: number): Promise<number[][]> {
+  const samples = contenders.map((): number[] => []);
+  for (const c of contenders) await c(); // warm-up, dropped
+  for (let r = 0; r < rounds; r++) {
+    for (let k = 0; k < contenders.length; k++) {
+      const i = (r + k) % contenders.length;
+      for (let n = 0; n < perRound; n++) samples[i]?.push(await contenders[i]!());
+    }
+  }
+  return samples;
+}
+
+/** (a) acquire + release: the library and each service, alternating rounds. */
+export async function rowA(locker: Locker, targets: readonly Target[]): Promise<void> {
+  const lib = async (): Promise<number> => {
+    const t = performance.now();
+    const lock = await locker.lock('bench-serve/a-lib');
+    await lock.release();
+    return performance.now() - t;
+  };
+  const cycles = await Promise.all(
+    targets.map(async ({ http }) => {
+      const session = await http.session(120_000);
+      return async (): Promise<number> => {
+        const t = performance.now();
+        const token = await http.acquire('bench-serve/a', session);
+        if (token === undefined) throw new Error('uncontended acquire refused');
+        await http.release('bench-serve/a', session, token);
+        return performance.now() - t;
+      };
+    }),
+  );
+  const [l, ...s] = (await alternate([lib, ...cycles], ROUNDS, ITERATIONS)).map(percentiles);
+  if (!l) return;
+  console.log(`(a) acquire+release, library: ${ms(l)} p50 / p99 (${l.n} cycles)`);
+  s.forEach((p, i) =>
+    console.log(
+      `(a) acquire+release, ${targets[i]?.name}: ${ms(p)} p50 / p99 (${p.n} cycles); − library p50 = ${(p.p50 - l.p50).toFixed(3)} ms (target ≤ 0.5)`,
+    ),
+  );
+}
+
+const idle = (): Promise<unknown> => sleep(20 + Math.random() * 30);
+
+/** (b) one hand-off through the service: waiter long-polls, idle, release sent → waiter's answer. */
+async function serviceHandoff(http: Http, holder: string, waiter: string): Promise<number> {
+  const token = await http.acquire('bench-serve/b', holder);
+  if (token === undefined) throw new Error('holder refused');
+  let answered = 0;
+  const wait = http.acquire('bench-serve/b', waiter, 30_000).then((t) => {
+    answered = performance.now();
+    return t;
+  });
+  await idle();
+  const sent = performance.now();
+  await http.release('bench-serve/b', holder, token);
+  const next = await wait;
+  if (next === undefined) throw new Error('waiter timed out');
+  await http.release('bench-serve/b', waiter, next);
+  return answered - sent;
+}
+
+async function libraryHandoff(a: Locker, b: Locker): Promise<number> {
+  const held = await a.lock('bench-serve/b-lib');
+  let answered = 0;
+  const wait = b.lock('bench-serve/b-lib', { timeoutMs: 30_000 }).then((l) => {
+    answered = performance.now();
+    return l;
+  });
+  await idle();
+  const sent = performance.now();
+  await held.release();
+  await (await wait).release();
+  return answered - sent;
+}
+
+/** (b) hand-off p50/p99, each service's and the library's in alternating rounds. */
+export async function rowB(url: string, targets: readonly Target[]): Promise<void> {
+  const [a, b] = [createLocker(url), createLocker(url)];
+  const services = await Promise.all(
+    targets.map(async ({ http }) => {
+      const [holder, waiter] = [await http.session(120_000), await http.session(120_000)];
+      return () => serviceHandoff(http, holder, waiter);
+    }),
+  );
+  const [lib, ...svc] = await alternate([() => libraryHandoff(a, b), ...services], HANDOFFS, 1);
+  await Promise.all([a.close(), b.close()]);
+  svc.forEach((x, i) =>
+    console.log(
+      `(b) hand-off, release sent → waiter answered, ${targets[i]?.name}: ${ms(percentiles(x))} p50 / p99 (${x.length}; target p50 ≤ 2 ms)`,
+    ),
+  );
+  console.log(
+    `(b) hand-off, release() called → waiter's lock() resolved, library: ${ms(percentiles(lib ?? []))} p50 / p99 (${lib?.length})`,
+  );
+}
+
+/** (c) SESSIONS sessions, one hold each, keeping alive once a second: the service's CPU. */
+export async function rowC(service: ServiceProcess, http: Http): Promise<void> {
+  const pid = service.child.pid ?? 0;
+  const sessions: string[] = [];
+  for (let i = 0; i < SESSIONS; i++) {
+    const s = await http.session(60_000);
+    await http.acquire(`bench-serve/c/${i}`, s);
+    sessions.push(s);
+  }
+  const window = async (): Promise<number> => {
+    const [c0, t0] = [cpuMsOf(pid), performance.now()];
+    await sleep(CPU_SECONDS * 1000);
+    return ((cpuMsOf(pid) - c0) / (performance.now() - t0)) * 100;
+  };
+  const idlePct = await window();
+  let stop = false;
+  const latencies: number[] = [];
+  let failed = 0;
+  const spacing = 1000 / SESSIONS;
+  const driver = (async () => {
+    const start = performance.now();
+    for (let n = 0; !stop; n++) {
+      const due = start + n * spacing;
+      const wait = due - performance.now();
+      if (wait > 1) await sleep(wait);
+      const t = performance.now();
+      void http.call('POST', `/v1/sessions/${sessions[n % SESSIONS] ?? ''}/keepalive`).then(
+        (r) => (r.status === 200 ? latencies.push(performance.now() - t) : (failed += 1)),
+        () => (failed += 1),
+      );
+    }
+  })();
+  await sleep(3_000); // every session kept alive at least once before the window
+  latencies.length = 0;
+  const busyPct = await window();
+  stop = true;
+  await driver;
+  const kept = latencies.length / CPU_SECONDS;
+  console.log(
+    `(c) ${SESSIONS} sessions (ttl 60 s, one hold each) keeping alive once a second: service CPU ${busyPct.toFixed(1)} % of one core ` +
+      `(idle ${idlePct.toFixed(1)} %; ${kept.toFixed(0)} keepalives/s answered, ${failed} failed, ${ms(percentiles(latencies))} p50 / p99; target ≤ 15 %)`,
+  );
+  for (const s of sessions) await http.call('DELETE', `/v1/sessions/${s}`);
+}
