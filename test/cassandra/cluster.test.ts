@@ -31,7 +31,7 @@ function describe(e: unknown): string {
   return `${e.message}${e.cause === undefined ? '' : ` <- ${describe(e.cause)}`}`;
 }
 
-function client(ttlMs = 3_000): Locker {
+function client(ttlMs = 5_000): Locker {
   if (!server) throw new Error('cassandra did not start');
   const l = createLocker(`${server.url}?create=true&replication=3&consistency=quorum`, { ttlMs });
   lockers.push(l);
@@ -62,7 +62,7 @@ test('killing one of three nodes changes nothing for the holder and the waiter',
   await victim.kill();
 
   // Three ttls with one node dead: the holder renews (no loss), the waiter keeps waiting.
-  await sleep(9_000);
+  await sleep(15_000);
   assert.equal(held.signal.aborted, false, `the holder lost its lock when a node died: ${describe(held.signal.reason)}`);
   assert.equal(held.held, true);
   assert.equal(bSettled, false, 'the waiter stopped waiting');

@@ -27,7 +27,7 @@ import { parseCassandraUrl, scopeOf, type CassandraSettings } from './config.js'
 import { FairLock } from './fair.js';
 import { ensureSchema } from './schema.js';
 import { Session, type StatementCounts } from './session.js';
-import { cellTtlSeconds, LockTables, surelyAlive } from './tables.js';
+import { cellTtlSeconds, heldTtlSeconds, LockTables, surelyAlive } from './tables.js';
 import { ownTimeService, sharedTimeService, type MicroClock, type TimeService, type TimeServiceLease } from './time-service.js';
 import type { CassandraGrantData, CassandraTicket } from './types.js';
 
@@ -71,7 +71,7 @@ export class CassandraBackend implements Backend<CassandraTicket, CassandraGrant
       shared: false,
       permits: false,
       notify: false,
-      lockDelay: false,
+      lockDelay: true,
       reentrant: false,
     });
     const tables = this.#tables;
@@ -164,7 +164,7 @@ export class CassandraBackend implements Backend<CassandraTicket, CassandraGrant
           d.shard,
           ownerId,
           { identity: d.identity, mark: { fence: token, acquiredMs: d.acquiredMs, leaseMs: ttlMs } },
-          ttlSec,
+          heldTtlSeconds(ttlSec, d.lockDelayMs),
         ),
         this.#tables.writeEntry(lockId, d.queueShard, d.entry, d.identity, ttlSec, this.#time.service.now() + BigInt(ttlSec) * 1_000_000n),
       ]);

@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import type { AcquireRequest, AcquireResult } from '../kit.js';
 import { localQueues, LocalWaiter, waiterKey } from './handoff.js';
 import type { Shards } from './shards.js';
-import { aliveUntil, cellTtlSeconds, queueEntry, type LockTables } from './tables.js';
+import { aliveUntil, cellTtlSeconds, heldTtlSeconds, queueEntry, type LockTables } from './tables.js';
 import type { TimeService } from './time-service.js';
 import type { Candidate, CassandraGrantData, CassandraTicket, FairGrantData, FairTicket } from './types.js';
 
@@ -100,7 +100,9 @@ export class FairSteps {
 
   /**
    * Write our main cell with our identity; with `mark` (the candidate about to hold) marked
-   * with its token, the time of the hold and its lease. Resolves with when it was sent.
+   * with its token, the time of the hold and its lease, and kept `lockDelayMs` longer than
+   * its lease (a candidate's cell never is: only a holder imposes the delay). Resolves with
+   * when it was sent.
    */
   async writeCell(req: Req, shard: bigint, mark: Candidate | null, ttlSec: number): Promise<number> {
     const sentAt = performance.now();
@@ -108,7 +110,8 @@ export class FairSteps {
     const cell = mark
       ? { identity: req.identity, mark: { fence: mark.token, acquiredMs: mark.acquiredMs, leaseMs: req.ttlMs } }
       : { identity: req.identity };
-    await this.tables.writeCell(req.lockId, shard, req.ownerId, cell, ttlSec, req.signal);
+    const ttl = mark ? heldTtlSeconds(ttlSec, req.lockDelayMs) : ttlSec;
+    await this.tables.writeCell(req.lockId, shard, req.ownerId, cell, ttl, req.signal);
     return sentAt;
   }
 
@@ -174,6 +177,7 @@ export class FairSteps {
       ttlSec: cand.ttlSec,
       identity: req.identity,
       acquiredMs: cand.acquiredMs,
+      lockDelayMs: req.lockDelayMs,
     };
     const { lockId, kind, ownerId, ttlMs } = req;
     return { granted: true, grant: { lockId, kind, ownerId, token: cand.token, ttlMs, reentered: false, data } };

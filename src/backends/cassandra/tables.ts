@@ -23,6 +23,16 @@ export function cellTtlSeconds(ttlMs: number): number {
 }
 
 /**
+ * The TTL of a holder's main cell: its lease's, plus the lock-delay in whole seconds. A
+ * holder that releases deletes the cell; one that vanishes leaves it to block the lock for
+ * the delay past its lease, on the servers' TTL clock alone (docs/backends/cassandra.md,
+ * "Lock-delay").
+ */
+export function heldTtlSeconds(ttlSec: number, lockDelayMs: number): number {
+  return ttlSec + Math.ceil(lockDelayMs / 1000);
+}
+
+/**
  * Until when (monotonic ms) a cell whose write was sent at `sentAt` with `ttlSec` surely
  * still exists, unless we deleted it: n − 1 s after the send, less a margin for the
  * server's clock rate. Inside this window a check read proves nothing new.

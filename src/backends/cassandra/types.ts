@@ -52,6 +52,8 @@ export interface FairGrantData {
   /** The holder's identity and when the hold began: rewritten unchanged with every renewal. */
   readonly identity: string;
   readonly acquiredMs: bigint;
+  /** Every rewrite of the main cell keeps it this much past the lease (docs/backends/cassandra.md, "Lock-delay"). */
+  readonly lockDelayMs: number;
 }
 
 /** What the core hands back on the next attempt: a queue position. */

@@ -1,10 +1,9 @@
 /**
  * The etcd backend: etcd's Go `concurrency.Mutex` recipe, key-compatible with it, over one
  * lease per backend. The lease and its keep-alive are in lease.ts, the decision of who
- * holds in recipe.ts, waiting in wait.ts, the holds and their own ttl in lease-holds.ts, the keys
- * in layout.ts. See docs/backends/etcd.md.
+ * holds in recipe.ts, placing our key and listing the lock in place.ts, waiting in wait.ts, the
+ * holds and their own ttl in lease-holds.ts, the keys in layout.ts. See docs/backends/etcd.md.
  */
-import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
   backendLog,
@@ -12,7 +11,6 @@ import {
   logRoundTrips,
   logWake,
   wakeClock,
-  exclusiveKind,
   InvalidArgumentError,
   PermitsMismatchError,
   LockLostError,
@@ -27,15 +25,16 @@ import {
   type LockState,
 } from '../kit.js';
 import type { Abandonable } from '../kit.js';
-import { createdAt, EtcdClient, entriesOf, rangeOp, youngestOp, type Entry } from './client.js';
+import { createdAt, EtcdClient } from './client.js';
 import { LeaseHolds } from './lease-holds.js';
-import { encodeValue, lockPrefix, parseValue } from './layout.js';
+import { lockPrefix, parseValue } from './layout.js';
 import { watchChanges, type ChangesRequest } from './changes.js';
 import { forceRelease, listPage, readLock, type ListPage, type ListRequest } from './observe.js';
-import { decide, holders, holding, type EtcdGrantData, type EtcdTicket, type Holder, type WatchSpec } from './recipe.js';
+import { decide, holders, holding, type EtcdGrantData, type EtcdTicket, type Holder } from './recipe.js';
+import { createAndList, lastBlocker, listIfOurs, unnamedTicket, type Listing } from './place.js';
 import { KeptAliveLease, type LeaseEnd } from './lease.js';
 import { waitForChange } from './wait.js';
-import { DelayLeases, delayKey, delayPrefix, deleteWithMarker, markerValue, phantoms, writeMarker } from './delay.js';
+import { DelayLeases, delayKey, deleteWithMarker, markerValue, phantoms, writeMarker } from './delay.js';
 
 const log = backendLog('etcd');
 
@@ -72,26 +71,6 @@ export const ETCD_CAPABILITIES: Capabilities = Object.freeze({
   reentrant: false,
   weightedPermits: true,
 });
-
-/**
- * The keys of a lock, its delay markers (docs/backends/etcd.md, "Lock-delay") and the revision
- * read at; `complete` when every key older than ours is among the entries.
- */
-type Listing = { readonly entries: Entry[]; readonly markers: Entry[]; readonly revision: bigint; readonly complete: boolean };
-
-/**
- * The `last` watch of an exclusive waiter with exactly one key before its own, when that key's
- * deletion alone makes us the holder: the listing is complete, no delay marker stands (no
- * phantom holder), and that key says it writes none when it holds (a foreign key never does; a
- * key of an older locksmith does not say, so it gets the plain watch and a re-listing).
- */
-function lastBlocker(t: EtcdTicket, rev: bigint, keys: readonly Holder[], listing: Listing): WatchSpec | undefined {
-  if (!t.exclusive || !listing.complete || listing.markers.length > 0) return undefined;
-  const older = keys.filter((k) => k.createRevision < rev);
-  const only = older[0];
-  if (older.length !== 1 || only?.marks !== false) return undefined;
-  return { type: 'last', key: only.key, prefix: t.prefix, own: t.key };
-}
 
 /** etcd through the `etcd3` package's gRPC pool (see client.ts for why only its raw RPCs). */
 export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandonable {
@@ -205,37 +184,17 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
       return this.#decide(req, t, { entries: [], markers: [], revision: at, complete: true }, start);
     }
     for (let round = 0; round < 8; round++) {
-      const listing = t.rev === undefined ? await this.#create(t) : await this.#check(t);
+      const listing =
+        t.rev === undefined
+          ? await createAndList(this.client, this.prefix, t, (x) => this.#rename(x))
+          : await listIfOurs(this.client, this.prefix, t);
       if (listing) return this.#decide(req, t, listing, start);
     }
     throw new BackendUnavailableError(this.name, `etcd: could not place a key under ${t.prefix}`, { context: { lockId: req.lockId } });
   }
 
   #newTicket(req: AcquireRequest<EtcdTicket>, session: KeptAliveLease): EtcdTicket {
-    const prefix = lockPrefix(this.prefix, req.lockId);
-    const nonce = randomBytes(8).toString('hex');
-    const t: EtcdTicket = {
-      session,
-      lockId: req.lockId,
-      exclusive: exclusiveKind(req.kind),
-      prefix,
-      key: '',
-      value: encodeValue({
-        kind: req.kind,
-        owner: req.ownerId,
-        nonce,
-        permits: req.kind === 'semaphore' ? req.permits : 1,
-        weight: req.weight,
-        identity: req.identity,
-        at: Date.now(),
-        marks: req.lockDelayMs > 0,
-      }),
-      nonce,
-      rev: undefined,
-      watch: undefined,
-      seenAt: 0n,
-      heldAt: undefined,
-    };
+    const t = unnamedTicket(req, session, this.prefix);
     this.#rename(t);
     return t;
   }
@@ -248,59 +207,6 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
     for (let n = 1; this.#keys.has(key) || key === t.key; n++) key = `${base}-${n}`;
     t.key = key;
     this.#keys.add(key);
-  }
-
-  /**
-   * Create our key (if its create revision is 0) and list the lock in the same transaction.
-   * A create that landed although its reply was lost (the client retries) finds our own
-   * key: the nonce tells. A stranger's key of the same name (one of ours whose delete was
-   * lost) makes us pick another name. Undefined: try again.
-   */
-  async #create(t: EtcdTicket): Promise<Listing | undefined> {
-    const key = Buffer.from(t.key);
-    // Our new key is the youngest under the prefix, so the two youngest are ours and the one
-    // just older: all an exclusive waiter needs. The other kinds read every key.
-    const listing = t.exclusive ? youngestOp(t.prefix, 2) : rangeOp(t.prefix);
-    const res = await this.client.txn('create', {
-      compare: [createdAt(t.key, 0n)],
-      success: [{ request_put: { key, value: t.value, lease: t.session.id } }, listing, rangeOp(delayPrefix(this.prefix, t.lockId))],
-      failure: [{ request_range: { key } }],
-    });
-    if (res.succeeded) {
-      t.rev = BigInt(res.header.revision);
-      const [, keys, markers] = res.responses;
-      return {
-        entries: entriesOf(keys?.response_range),
-        markers: entriesOf(markers?.response_range),
-        revision: BigInt(res.header.revision),
-        complete: keys?.response_range?.more !== true,
-      };
-    }
-    const existing = entriesOf(res.responses[0]?.response_range)[0];
-    // Our own create, retried after a lost reply: the next round lists from its revision.
-    if (existing && parseValue(existing.value).nonce === t.nonce) t.rev = existing.createRevision;
-    else this.#rename(t);
-    return undefined;
-  }
-
-  /** List the lock, if our key is still there (it goes with our lease, or by an operator). */
-  async #check(t: EtcdTicket): Promise<Listing | undefined> {
-    const rev = t.rev ?? 0n;
-    const listing = t.exclusive ? youngestOp(t.prefix, 1, rev - 1n) : rangeOp(t.prefix);
-    const markers = rangeOp(delayPrefix(this.prefix, t.lockId));
-    const res = await this.client.txn('list', { compare: [createdAt(t.key, rev)], success: [listing, markers], failure: [] });
-    if (res.succeeded) {
-      const [keys, marks] = res.responses;
-      return {
-        entries: entriesOf(keys?.response_range),
-        markers: entriesOf(marks?.response_range),
-        revision: BigInt(res.header.revision),
-        complete: keys?.response_range?.more !== true,
-      };
-    }
-    // Our place is gone: queue again, at the back.
-    t.rev = undefined;
-    return undefined;
   }
 
   async #decide(

@@ -1,7 +1,8 @@
 /**
  * The ZooKeeper backend: Curator's queue recipes over one session per backend, with the
  * session as the lease. The recipes are in queue.ts (mutex, read-write) and semaphore.ts,
- * waiting in wait.ts, the holds and their loss in session-holds.ts, the tree layout in layout.ts.
+ * waiting in wait.ts, the hand-off to a hold in grant.ts, the holds and their loss in
+ * session-holds.ts, the tree layout in layout.ts.
  * See docs/backends/zookeeper.md.
  */
 import { randomUUID } from 'node:crypto';
@@ -25,19 +26,20 @@ import {
 } from '../kit.js';
 import type { ListPage, ListRequest } from '../../backend.js';
 import type { Abandonable } from '../kit.js';
-import { EVENT } from './driver.js';
-import { SessionHolds, type ZkHold } from './session-holds.js';
+import { grantHold, prefetchQueueNode, type GrantHost } from './grant.js';
+import { SessionHolds } from './session-holds.js';
 import { readLockState } from './inspect.js';
 import { breakLock, listLocks } from './list.js';
-import { lockPaths, parseLeaseData, protectedPrefix, type LockPaths } from './layout.js';
-import { Deleter, reapLockNode } from './nodes.js';
+import { lockPaths, protectedPrefix, type LockPaths } from './layout.js';
+import { Deleter, findOwnerNodes, reapLockNode } from './nodes.js';
 import { watchQueue } from './observe.js';
 import { watchChanges, type FeedHost } from './changes.js';
 import { attemptQueue } from './queue.js';
-import type { Prefetch, RecipeHost, ZkGrantData, ZkTicket } from './recipe.js';
+import type { RecipeHost, ZkGrantData, ZkTicket } from './recipe.js';
 import { attemptSemaphore } from './semaphore.js';
 import { ZkSession, type SessionState } from './session.js';
 import { waitForChange } from './wait.js';
+import { attemptWithDelay, delayUuid, DelayMarkers } from './delay.js';
 
 const log = backendLog('zookeeper');
 
@@ -76,7 +78,7 @@ export const ZOOKEEPER_CAPABILITIES: Capabilities = Object.freeze({
   shared: true,
   permits: true,
   notify: true,
-  lockDelay: false,
+  lockDelay: true,
   reentrant: false,
   weightedPermits: true,
 });
@@ -93,11 +95,13 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   #closed = false;
   readonly #deleter = new Deleter();
   readonly #held = new SessionHolds(this.#deleter);
+  readonly #delays: DelayMarkers;
+  readonly #grants: GrantHost = { held: this.#held, deleter: this.#deleter, op: (s, what, work) => this.#op(s, what, work) };
   readonly #host: RecipeHost = {
     op: (s, what, work) => this.#op(s, what, work),
-    grant: (req, t, hold, token, drop) => this.#grant(req, t, hold, token, drop),
+    grant: (req, t, hold, token, drop) => grantHold(this.#grants, req, t, hold, token, drop),
     drop: (t, only) => this.#drop(t, only),
-    prefetch: (t) => this.#prefetch(t),
+    prefetch: prefetchQueueNode,
   };
 
   constructor(opts: ZooKeeperBackendOptions) {
@@ -114,6 +118,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
       connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
       ...(opts.operationTimeoutMs !== undefined ? { operationTimeoutMs: opts.operationTimeoutMs } : {}),
     };
+    this.#delays = new DelayMarkers(this.#opts);
     logRoundTrips(this, log);
   }
 
@@ -196,7 +201,9 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
         context: { lockId: req.lockId },
       });
     }
-    const attempt = (req.kind === 'semaphore' ? attemptSemaphore : attemptQueue)(this.#host, req, t).catch((err: unknown) => {
+    const recipe = req.kind === 'semaphore' ? attemptSemaphore : attemptQueue;
+    const run = (r: AcquireRequest<ZkTicket>): Promise<AcquireResult<ZkTicket, ZkGrantData>> => recipe(this.#host, r, t);
+    const attempt = attemptWithDelay(this.#delays, req, t, run, (g) => this.release(g)).catch((err: unknown) => {
       // A failed attempt ends the acquisition: nothing of it may stay to block others.
       void this.#drop(t, undefined, true);
       throw err;
@@ -211,7 +218,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
       session,
       lockId: req.lockId,
       kind: req.kind,
-      uuid: randomUUID(),
+      uuid: req.lockDelayMs > 0 ? delayUuid() : randomUUID(),
       paths: this.paths(req.lockId),
       queueNode: undefined,
       gateNode: undefined,
@@ -225,87 +232,10 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     };
   }
 
-  /** RecipeHost.prefetch: only a plain queue hold (no gate, no semaphore lease) is read ahead. */
-  #prefetch(t: ZkTicket): void {
-    const path = t.queueNode;
-    if (!path || t.gateNode || t.leaseNode || t.prefetch?.path === path) return;
-    const onEvent = (type: number): void => {
-      if (pre.onGone && type === EVENT.DELETED) pre.onGone();
-      else pre.fired = true;
-    };
-    // Requests of one session are answered in order: by the time a later listing says we
-    // hold, this read has been answered too.
-    const pre: Prefetch = { path, stat: t.session.watchNode(path, onEvent).catch(() => null), fired: false, onGone: undefined };
-    t.prefetch = pre;
-  }
-
   /** An attempt that finished after its caller gave up: give back what it got. */
   #discard(t: ZkTicket, r: AcquireResult<ZkTicket, ZkGrantData>): void {
     if (r.granted) void this.release(r.grant).catch(() => undefined);
     else void this.#drop(t);
-  }
-
-  /** RecipeHost.grant: see recipe.ts. */
-  async #grant(
-    req: AcquireRequest<ZkTicket>,
-    t: ZkTicket,
-    hold: readonly string[],
-    token?: bigint,
-    drop?: string,
-  ): Promise<AcquireResult<ZkTicket, ZkGrantData>> {
-    const s = t.session;
-    const pre = t.prefetch;
-    t.prefetch = undefined;
-    if (pre && !drop && hold.length === 1 && hold[0] === pre.path) {
-      const stat = await pre.stat;
-      if (stat && !pre.fired) {
-        const held = this.#hold(req, t, hold, token ?? stat.czxid);
-        pre.onGone = () => void (this.#held.has(held) && this.#held.nodeGone(held, pre.path));
-        return { granted: true, grant: held.grant };
-      }
-    }
-    const ref: { held?: ZkHold } = {};
-    // One round trip reads our nodes' czxids and watches them, so a node deleted under the
-    // holder (an operator, an expired session) does not go unnoticed.
-    const watch = (path: string) => (type: number) => {
-      const held = ref.held;
-      if (type === EVENT.DELETED && held && this.#held.has(held)) void this.#held.nodeGone(held, path);
-    };
-    const [stats] = await this.#op(
-      s,
-      'getData',
-      Promise.all([
-        Promise.all(hold.map((p) => s.watchNode(p, watch(p)))),
-        drop ? this.#deleter.delete(s, drop).catch(() => false) : false,
-      ]),
-    );
-    const first = stats[0];
-    if (!first || stats.some((st) => st === null)) {
-      throw new BackendUnavailableError(this.name, `zookeeper: our lock node under ${t.paths.base} vanished at grant`);
-    }
-    ref.held = this.#hold(req, t, hold, token ?? first.czxid);
-    return { granted: true, grant: ref.held.grant };
-  }
-
-  /** The grant of the ticket's nodes `hold` with `token`, tracked from now; the ticket lets go of them. */
-  #hold(req: AcquireRequest<ZkTicket>, t: ZkTicket, hold: readonly string[], token: bigint): ZkHold {
-    const s = t.session;
-    const grant: Grant<ZkGrantData> = {
-      lockId: req.lockId,
-      kind: req.kind,
-      ownerId: req.ownerId,
-      token,
-      ttlMs: Math.min(req.ttlMs, s.sessionTimeoutMs),
-      reentered: false,
-      data: { session: s, nodes: hold },
-    };
-    const held = this.#held.add(grant, req.onLost, grant.ttlMs);
-    // The ticket no longer owns the nodes: a late cancel must not delete a held lock.
-    t.queueNode = t.gateNode = t.leaseNode = undefined;
-    t.extraLeases = [];
-    t.token = undefined;
-    t.watch = undefined;
-    return held;
   }
 
   /** RecipeHost.drop: delete the ticket's nodes (or only its gate node); `sweep` also finds lost creates. */
@@ -361,18 +291,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   async #dropOwner(req: AcquireRequest<ZkTicket>): Promise<void> {
     const s = this.#session;
     if (!s?.alive) return;
-    const { base, gate, leases } = this.paths(req.lockId);
-    const find = async (): Promise<string[]> => {
-      const found: string[] = [];
-      for (const parent of [base, gate, leases]) {
-        for (const child of await s.children(parent)) {
-          const node = await s.get(`${parent}/${child}`);
-          if (node && parseLeaseData(node.data).ownerId === req.ownerId) found.push(`${parent}/${child}`);
-        }
-      }
-      return found;
-    };
-    const nodes = await this.#op(s, 'list', find());
+    const nodes = await this.#op(s, 'list', findOwnerNodes(s, this.paths(req.lockId), req.ownerId));
     await this.#op(s, 'delete', Promise.all(nodes.map((n) => this.#deleter.delete(s, n)))).catch(() => undefined);
   }
 
@@ -407,8 +326,10 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   async release(grant: Grant<ZkGrantData>): Promise<boolean> {
     const { session: s, nodes } = grant.data;
     const wasHeld = this.#held.drop(grant.data);
+    // A clean release ends the lock-delay: the marker goes with the nodes (delay.ts).
+    const unmarked = this.#delays.release(grant.data, wasHeld).catch(() => undefined);
     if (!s.alive) return false;
-    const deleted = await this.#op(s, 'delete', Promise.all(nodes.map((n) => this.#deleter.delete(s, n))));
+    const [deleted] = await this.#op(s, 'delete', Promise.all([Promise.all(nodes.map((n) => this.#deleter.delete(s, n))), unmarked]));
     reapLockNode(s, this.paths(grant.lockId));
     return wasHeld && deleted.every(Boolean);
   }
@@ -447,7 +368,9 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
   /** Delete every holder's nodes: docs/backends/zookeeper.md, "Breaking a lock". */
   async forceRelease(lockId: string): Promise<number> {
     const s = await this.connect();
-    return breakLock(this.#host, s, this.#opts.chroot, lockId);
+    const broken = await breakLock(this.#host, s, this.#opts.chroot, lockId);
+    await this.#op(s, 'delete markers', this.#delays.clear(s, this.paths(lockId).base));
+    return broken;
   }
 
   async close(): Promise<void> {
@@ -455,6 +378,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     // Closing the session deletes every node of ours; pending delete retries are moot.
     this.#deleter.close();
     this.#held.clear();
+    this.#delays.close();
     this.#session?.close();
     this.#session = undefined;
   }
@@ -467,6 +391,7 @@ export class ZooKeeperBackend implements Backend<ZkTicket, ZkGrantData>, Abandon
     this.#closed = true;
     this.#deleter.close();
     this.#held.clear();
+    this.#delays.abandon();
     this.#session?.abandon();
     this.#session = undefined;
   }

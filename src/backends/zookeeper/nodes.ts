@@ -9,7 +9,7 @@
  */
 import { sleep } from '../kit.js';
 import { isConnectionLoss, MODE, RC, ZkError } from './driver.js';
-import { protectedPrefix, type LockPaths } from './layout.js';
+import { parseLeaseData, protectedPrefix, type LockPaths } from './layout.js';
 import type { ZkSession } from './session.js';
 
 /** Parent containers can be reaped between our mkdir and create; retry that race this often. */
@@ -102,6 +102,21 @@ async function mkdirs(s: ProtectedCreateSession, path: string): Promise<void> {
  */
 export function reapLockNode(s: Pick<ZkSession, 'delete' | 'alive'>, paths: LockPaths): void {
   if (s.alive) void s.delete(paths.base).catch(() => undefined);
+}
+
+/**
+ * The nodes of `ownerId` in the lock's folders, found by the owner every node carries in its
+ * data: what an attempt whose reply was lost left behind with no ticket to name it.
+ */
+export async function findOwnerNodes(s: Pick<ZkSession, 'children' | 'get'>, paths: LockPaths, ownerId: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const parent of [paths.base, paths.gate, paths.leases]) {
+    for (const child of await s.children(parent)) {
+      const node = await s.get(`${parent}/${child}`);
+      if (node && parseLeaseData(node.data).ownerId === ownerId) found.push(`${parent}/${child}`);
+    }
+  }
+  return found;
 }
 
 /** Longest pause between two background retries of one delete. */

@@ -30,6 +30,7 @@ import {
 } from './layout.js';
 import { AGAIN, contended, createAndList, listAll, nameOf, type RecipeHost, type Step, type ZkGrantData, type ZkTicket } from './recipe.js';
 import { unavailable } from '../kit.js';
+import { asksDelay, orphanMarker } from './delay.js';
 
 /** One attempt at a mutex, read or write hold. */
 export async function attemptQueue(
@@ -88,9 +89,15 @@ async function queueStage(host: RecipeHost, req: AcquireRequest<ZkTicket>, t: Zk
   }
   if (!p.holds) {
     const rest = queue.filter((n) => n.name !== p.watch);
-    const lastBlocker = predicate(rest, ours, queueShared(req.kind))?.holds === true;
+    // A holder with a lock-delay may leave a marker behind, and one that vanished already
+    // left one: then a deletion alone is no hand-off (docs/backends/zookeeper.md, "Lock-delay").
+    const delayed = asksDelay(p.watch ?? '') || orphanMarker(children, req.kind) !== undefined;
+    const lastBlocker = predicate(rest, ours, queueShared(req.kind))?.holds === true && !delayed;
     return { wait: { type: 'node', path: `${base}/${p.watch ?? ''}`, lastBlocker } };
   }
+  // A holder that vanished with a lock-delay left its marker: wait until it goes (delay.ts).
+  const marker = orphanMarker(children, req.kind);
+  if (marker !== undefined) return { wait: { type: 'node', path: `${base}/${marker}` } };
   // The gate exists once a semaphore used this id; from then on every hold takes it. A hold
   // that saw no gate here was queued before the gate existed (see the docs).
   return { go: { gated: t.gateNode !== undefined || t.sawGate } };
