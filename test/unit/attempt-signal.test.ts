@@ -1,6 +1,6 @@
 /**
- * An acquisition without a signal, a timeout or an explicit owner borrows the locker's close
- * signal until it has to wait (src/acquire.ts): close() must still end it, nothing may be left
+ * An acquisition without a signal of the caller's (with or without a timeout or an explicit
+ * owner) borrows the locker's close signal until it has to wait (src/acquire.ts): close() must still end it, nothing may be left
  * listening on the borrowed signal, and many waiters at once must not warn.
  */
 import assert from 'node:assert/strict';
@@ -78,4 +78,29 @@ test('a waiting call without a timeout still rejects on close()', async () => {
   await new Promise((r) => setTimeout(r, 10));
   await locker.close();
   await assert.rejects(waiting, LockerClosedError);
+});
+
+test('uncontended calls with an owner or a timeout borrow one signal, not a controller each', async () => {
+  const backend = new Recording();
+  const locker = createLocker(backend);
+  await (await locker.lock('connect')).release();
+  backend.signals.clear();
+  for (let i = 0; i < 10; i++) {
+    await (await locker.lock('o', { owner: `owner-${i}` })).release();
+    await (await locker.lock('t', { timeoutMs: 5_000 })).release();
+  }
+  assert.equal(backend.signals.size, 1, 'every attempt of the connected locker was given the borrowed close signal');
+  await locker.close();
+});
+
+test('a timeout that starts its timer only when the call waits still counts from the call', async () => {
+  const locker = createLocker(new Recording());
+  const held = await locker.lock('busy');
+  const started = performance.now();
+  await assert.rejects(locker.lock('busy', { timeoutMs: 50, owner: 'other' }), { code: 'LOCK_TIMEOUT' });
+  // Not a timing assertion on speed: the bound must neither be skipped nor restarted at the wait.
+  assert.ok(performance.now() - started >= 49, 'waited its bound');
+  assert.equal(await locker.tryLock('busy', { waitMs: 30 }), null);
+  await held.release();
+  await locker.close();
 });
