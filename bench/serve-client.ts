@@ -3,47 +3,15 @@
  * the service started as its own process through the command line, a keep-alive HTTP/JSON
  * client (node:http, the lightest Node has), and CPU time read from /proc.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { spawnService, type ServiceProcess } from '../test/serve/process.js';
 
-const MAIN = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
-
-/** A service process. */
-export interface ServiceProcess {
-  readonly base: string;
-  readonly child: ChildProcess;
-  stop(): Promise<void>;
-}
+export type { ServiceProcess } from '../test/serve/process.js';
 
 /** Start `locksmith serve --backend URL` on a free loopback port (extra Node flags first, e.g. --cpu-prof; `main`: another checkout's CLI). */
-export async function startServiceProcess(
-  backend: string,
-  nodeFlags: readonly string[] = [],
-  main: string = MAIN,
-): Promise<ServiceProcess> {
-  const args = [...nodeFlags, '--import', 'tsx', main, 'serve', '--backend', backend, '--listen', '127.0.0.1:0', '--insecure-local'];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '' } });
-  const base = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      const m = /^listening on (\S+)/.exec(line);
-      if (m?.[1]) resolve(m[1]);
-    });
-    child.once('exit', (code) => reject(new Error(`locksmith serve exited with ${String(code)}`)));
-  });
-  return {
-    base,
-    child,
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const gone = new Promise((r) => child.once('exit', r));
-      // SIGTERM: the service closes and a --cpu-prof profile is written.
-      child.kill('SIGTERM');
-      await gone;
-    },
-  };
+export function startServiceProcess(backend: string, nodeFlags: readonly string[] = [], main?: string): Promise<ServiceProcess> {
+  return spawnService(backend, ['--insecure-local'], { nodeFlags, ...(main === undefined ? {} : { main }) });
 }
 
 /** CPU time (user + system) of process `pid` so far, in ms, from /proc/<pid>/stat. */

@@ -14,6 +14,7 @@ import { pathToFileURL } from 'node:url';
 import { startRedis } from '../../scripts/servers/redis.js';
 import * as current from '../../src/index.js';
 import type { Backend } from '../../src/backend.js';
+import { listSeam } from '../../test/helpers.js';
 
 type Lib = Pick<typeof current, 'createLocker'>;
 
@@ -87,16 +88,9 @@ async function listing(url: string): Promise<void> {
     }
     const backend: Backend = await locker.backend();
     for (let run = 0; run < 3; run++) {
-      let cursor: string | undefined;
-      let seen = 0;
-      let pages = 0;
       const t0 = performance.now();
-      do {
-        const page = await backend.list!({ prefix: 'list:', limit: 1000, cursor, signal: new AbortController().signal });
-        seen += page.locks.length;
-        pages++;
-        cursor = page.cursor;
-      } while (cursor !== undefined);
+      const { locks, pages } = await listSeam(backend, 'list:', 1000);
+      const seen = locks.length;
       console.log(`list 10,000 held locks, limit 1000: ${(performance.now() - t0).toFixed(0)} ms, ${pages} pages, ${seen} locks`);
     }
     await Promise.all(held.map((h) => h.release()));

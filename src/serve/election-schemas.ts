@@ -2,22 +2,10 @@
  * The JSON Schemas of the election routes (docs/serve.md, "Elections"): Fastify validates
  * with them and `GET /openapi.json` publishes them, as schemas.ts does for the lock routes.
  */
-import { errorSchema, MAX_SERVE_LOCK_ID_BYTES, MAX_WAIT_MS } from './schemas.js';
+import { errors, MAX_SERVE_LOCK_ID_BYTES, MAX_WAIT_MS, sessionId, token } from './schemas.js';
 
 /** Longest participant value (UTF-8 bytes): with the session and request ids it stays an owner id. */
 export const MAX_VALUE_BYTES = 128;
-
-const sessionId = { type: 'string', pattern: '^[A-Za-z0-9_-]{22}$', description: 'a session id' } as const;
-const token = { type: 'string', pattern: '^[0-9]{1,20}$', description: 'a fencing token as a decimal string' } as const;
-const errors = {
-  400: errorSchema,
-  401: errorSchema,
-  403: errorSchema,
-  404: errorSchema,
-  409: errorSchema,
-  429: errorSchema,
-  503: errorSchema,
-};
 
 /** `:name` in a path: the election's lock id, URL-encoded. */
 const nameParams = {

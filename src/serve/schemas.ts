@@ -11,8 +11,10 @@ export const MAX_WAIT_MS = 300_000;
 export const MIN_SESSION_TTL_MS = 1_000;
 export const MAX_SESSION_TTL_MS = 3_600_000;
 
-const sessionId = { type: 'string', pattern: '^[A-Za-z0-9_-]{22}$', description: 'a session id' } as const;
-const token = { type: 'string', pattern: '^[0-9]{1,20}$', description: 'a fencing token as a decimal string' } as const;
+/** A session id in a body or a path. */
+export const sessionId = { type: 'string', pattern: '^[A-Za-z0-9_-]{22}$', description: 'a session id' } as const;
+/** A fencing token as JSON carries it: a decimal string (a bigint has no JSON form). */
+export const token = { type: 'string', pattern: '^[0-9]{1,20}$', description: 'a fencing token as a decimal string' } as const;
 
 /** A `{ code, message }` error body. */
 export const errorSchema = {
@@ -21,7 +23,8 @@ export const errorSchema = {
   required: ['code', 'message'],
 } as const;
 
-const errors = {
+/** The error answers every route may give, as `{ code, message }`. */
+export const errors = {
   400: errorSchema,
   401: errorSchema,
   403: errorSchema,

@@ -14,14 +14,26 @@ export interface ServiceProcess {
   readonly child: ChildProcess;
   /** SIGKILL, and wait until it is gone. */
   kill(): Promise<void>;
+  /** SIGTERM (the service closes, and a `--cpu-prof` profile is written), and wait until it is gone. */
+  stop(): Promise<void>;
+}
+
+/** How the process is started beyond `serve --backend URL --listen 127.0.0.1:0`. */
+export interface SpawnOptions {
+  /** Node flags before the script (e.g. `--cpu-prof`). */
+  readonly nodeFlags?: readonly string[];
+  /** The CLI's entry point (another checkout's `src/cli/main.ts`, for before/after runs). */
+  readonly main?: string;
 }
 
 /** Start `locksmith serve --backend URL --listen 127.0.0.1:0 …` and wait for its address. */
-export async function spawnService(backend: string, args: readonly string[] = ['--insecure-local']): Promise<ServiceProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve', '--backend', backend, '--listen', '127.0.0.1:0', ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, NODE_OPTIONS: '' },
-  });
+export async function spawnService(
+  backend: string,
+  args: readonly string[] = ['--insecure-local'],
+  { nodeFlags = [], main = MAIN }: SpawnOptions = {},
+): Promise<ServiceProcess> {
+  const argv = [...nodeFlags, '--import', 'tsx', main, 'serve', '--backend', backend, '--listen', '127.0.0.1:0', ...args];
+  const child = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '' } });
   const base = await new Promise<string>((resolve, reject) => {
     const lines = createInterface({ input: child.stdout! });
     lines.on('line', (line) => {
@@ -30,14 +42,11 @@ export async function spawnService(backend: string, args: readonly string[] = ['
     });
     child.once('exit', (code) => reject(new Error(`locksmith serve exited with ${String(code)}`)));
   });
-  return {
-    base,
-    child,
-    kill: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const gone = new Promise((r) => child.once('exit', r));
-      child.kill('SIGKILL');
-      await gone;
-    },
+  const end = async (signal: NodeJS.Signals): Promise<void> => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const gone = new Promise((r) => child.once('exit', r));
+    child.kill(signal);
+    await gone;
   };
+  return { base, child, kill: () => end('SIGKILL'), stop: () => end('SIGTERM') };
 }
