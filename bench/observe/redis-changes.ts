@@ -10,14 +10,12 @@
  * against one fresh redis-server: before, after with nobody watching, after with one
  * watcher subscribed (each change is then also sent to it).
  */
-import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import { startRedis } from '../../scripts/servers/redis.js';
 import * as current from '../../src/index.js';
 import { RedisBackend } from '../../src/backends/redis/index.js';
-
-type Lib = Pick<typeof current, 'createLocker'>;
+import { uncontendedRound, type Lib } from './redis-cycle.js';
 
 const ROUNDS = 12;
 const OPS = 1_000;
@@ -26,21 +24,8 @@ const SIDES = ['before', 'after', 'after+watcher'] as const;
 const redis = await startRedis();
 const admin = new Redis(redis.url);
 
-/** Sequential uncontended lock + release on one locker: µs per pair, and server µs per EVALSHA. */
-async function round(lib: Lib, tag: string): Promise<[number, number]> {
-  const locker = lib.createLocker(redis.url, { ttlMs: 10_000 });
-  try {
-    for (let i = 0; i < 200; i++) await (await locker.lock(`bench:${tag}:${i % 10}`)).release();
-    await admin.config('RESETSTAT');
-    const t0 = performance.now();
-    for (let i = 0; i < OPS; i++) await (await locker.lock(`bench:${tag}:${i % 10}`)).release();
-    const took = ((performance.now() - t0) * 1000) / OPS;
-    const m = /cmdstat_evalsha:calls=\d+,usec=\d+,usec_per_call=([\d.]+)/.exec(await admin.info('commandstats'));
-    return [took, Number(m?.[1])];
-  } finally {
-    await locker.close();
-  }
-}
+/** One round on this run's Redis (redis-cycle.ts). */
+const round = (lib: Lib, tag: string): Promise<[number, number]> => uncontendedRound(lib, redis.url, tag, admin, OPS);
 
 /** One round of `side`; the watcher side subscribes a watcher (of another prefix) for the round. */
 async function runSide(side: (typeof SIDES)[number], base: Lib): Promise<[number, number]> {

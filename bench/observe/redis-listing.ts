@@ -15,8 +15,7 @@ import { startRedis } from '../../scripts/servers/redis.js';
 import * as current from '../../src/index.js';
 import type { Backend } from '../../src/backend.js';
 import { listSeam } from '../../test/helpers.js';
-
-type Lib = Pick<typeof current, 'createLocker'>;
+import { uncontendedRound, type Lib } from './redis-cycle.js';
 
 const ROUNDS = 20;
 const OPS = 1_000;
@@ -26,21 +25,11 @@ const admin = new Redis(redis.url);
 /** Server µs per EVALSHA of the round (the scripts' own cost, from INFO commandstats). */
 const server: number[][] = [[], []];
 
-/** Sequential uncontended lock + release on one locker: µs per pair. */
+/** One round (redis-cycle.ts): µs per pair; the server's µs per EVALSHA kept for `side`. */
 async function round(lib: Lib, url: string, tag: string, side: 0 | 1): Promise<number> {
-  const locker = lib.createLocker(url, { ttlMs: 10_000 });
-  try {
-    for (let i = 0; i < 200; i++) await (await locker.lock(`bench:${tag}:${i % 10}`)).release();
-    await admin.config('RESETSTAT');
-    const t0 = performance.now();
-    for (let i = 0; i < OPS; i++) await (await locker.lock(`bench:${tag}:${i % 10}`)).release();
-    const took = ((performance.now() - t0) * 1000) / OPS;
-    const m = /cmdstat_evalsha:calls=\d+,usec=\d+,usec_per_call=([\d.]+)/.exec(await admin.info('commandstats'));
-    server[side]?.push(Number(m?.[1]));
-    return took;
-  } finally {
-    await locker.close();
-  }
+  const [took, serverUs] = await uncontendedRound(lib, url, tag, admin, OPS);
+  server[side]?.push(serverUs);
+  return took;
 }
 
 async function abRounds(url: string, baseSrc: string): Promise<void> {
