@@ -78,8 +78,8 @@ export class FairLock {
    * Sleep until a local wake-up or the next poll (see handoff.ts), and in any case in time
    * to rewrite our cells before a third of their TTL has passed.
    */
-  wait(any: CassandraTicket | undefined, signal: AbortSignal): Promise<boolean> {
-    const t = any?.algorithm === 'fair' ? any : undefined;
+  wait(ticket: CassandraTicket | undefined, signal: AbortSignal): Promise<boolean> {
+    const t = ticket?.algorithm === 'fair' ? ticket : undefined;
     if (!t) return sleep(this.#pollMs, signal).then(() => false);
     const { candidate } = t;
     const now = performance.now();
