@@ -33,15 +33,21 @@ export interface AcquireMode {
 /** The mode of a waiting call (`lock`, `read`, `write`, `acquire`). `timeoutMs: 0` is one attempt. */
 export function waitMode(s: CallSettings): AcquireMode {
   const t = s.waitBoundMs;
-  if (t === 0) return { wait: false, timeoutMs: 0, onTimeout: 'throw' };
+  if (t === undefined) return WAIT;
+  if (t === 0) return ONCE_THROW;
   return { wait: true, timeoutMs: t, onTimeout: 'throw' };
 }
 
 /** The mode of a soft call (`tryLock` and friends): one attempt unless a wait bound is given. */
 export function tryMode(s: CallSettings): AcquireMode {
   const t = s.waitBoundMs ?? 0;
-  return t === 0 ? { wait: false, timeoutMs: 0, onTimeout: 'null' } : { wait: true, timeoutMs: t, onTimeout: 'null' };
+  return t === 0 ? ONCE_NULL : { wait: true, timeoutMs: t, onTimeout: 'null' };
 }
+
+// The modes without a bound are shared, not built per call.
+const WAIT: AcquireMode = Object.freeze({ wait: true, timeoutMs: undefined, onTimeout: 'throw' });
+const ONCE_THROW: AcquireMode = Object.freeze({ wait: false, timeoutMs: 0, onTimeout: 'throw' });
+const ONCE_NULL: AcquireMode = Object.freeze({ wait: false, timeoutMs: 0, onTimeout: 'null' });
 
 /** What the loop needs from its locker (implemented by host.ts). */
 export interface AcquireHost {
@@ -286,8 +292,12 @@ class Loop {
           );
         if (result.granted) {
           this.#ticket = undefined;
-          const got = await this.#onGrant(result.grant, sentAt);
+          // Granted after the caller gave up: hand it straight back.
+          if (this.#signal.aborted) await this.#handBack(result.grant, true);
+          const got = this.#onGrant(result.grant, sentAt);
           if (got) return got;
+          // The grant took longer than its own validity (Redlock's negative validity): retry.
+          await this.#handBack(result.grant, false);
         } else {
           this.#ticket = result.contended.ticket;
         }
@@ -318,25 +328,25 @@ class Loop {
     throw new LockTimeoutError(this.#spec.lockId, 0);
   }
 
-  /** Turn a grant into a started, registered lease; undefined when it was too late to be of use (then retry). */
-  async #onGrant(grant: Grant, sentAt: number): Promise<Acquired | undefined> {
-    if (this.#signal.aborted) {
-      // Granted after the caller gave up: hand it straight back.
-      await this.#backend.release(grant).catch(() => undefined);
-      throw this.#signal.reason;
-    }
+  /**
+   * Turn a grant into a started, registered lease; undefined when it was too late to be of
+   * use. Synchronous: the usual grant costs no promise of its own.
+   */
+  #onGrant(grant: Grant, sentAt: number): Acquired | undefined {
     const lease = this.#registry.lease(this.#backend, grant, sentAt, this.#spec.settings);
-    if (!lease.valid) {
-      // The grant took longer than its own validity (Redlock's negative validity).
-      await this.#backend.release(grant).catch(() => undefined);
-      return undefined;
-    }
+    if (!lease.valid) return undefined;
     this.#lease = lease;
     this.#registry.adopt(lease, this.#spec.settings.owner);
     lease.start();
     if (log.enabled) log('%s: holding token %s after %s', grant.lockId, grant.token, ms(now() - this.#started));
     if (this.#earlyLoss) lease.lose(this.#earlyLoss.reason, this.#earlyLoss.cause);
     return { lease, reentered: grant.reentered, waitedMs: now() - this.#started, endTurn: undefined };
+  }
+
+  /** Give back a grant nobody will use; `aborted`: then end the acquisition with the signal's reason. */
+  async #handBack(grant: Grant, aborted: boolean): Promise<void> {
+    await this.#backend.release(grant).catch(() => undefined);
+    if (aborted) throw this.#signal.reason;
   }
 
   /**

@@ -135,10 +135,10 @@ export class Lease {
     this.#refs += 1;
   }
 
-  /** Drop one reference; the last one releases on the backend. */
-  async unref(): Promise<void> {
+  /** Drop one reference; the last one releases on the backend (its promise; undefined while others remain). */
+  unref(): Promise<boolean> | undefined {
     this.#refs -= 1;
-    if (this.#refs <= 0) await this.release();
+    return this.#refs <= 0 ? this.release() : undefined;
   }
 
   #abortAt(): number {
@@ -276,25 +276,30 @@ export class Lease {
     this.#state = 'released';
     this.#clearTimers();
     if (wasHeld) this.#hooks.onEnded(this);
-    this.#releasing = (async () => {
-      await this.#inflight?.catch(() => undefined);
-      try {
-        const released = await this.#backend.release(this.grant);
-        // A lease lost (or closed) before its release was already reported as lost.
-        if (wasHeld) this.#hooks.onReleased(this, released);
-        return released;
-      } catch (err) {
-        const error =
-          err instanceof LocksmithError
-            ? err
-            : new BackendUnavailableError(this.#backend.name, `releasing lock '${this.grant.lockId}' failed; it expires after its ttl`, {
-                cause: err,
-              });
-        this.#hooks.onError?.(this, 'release', error);
-        throw error;
-      }
-    })();
+    // Most releases have no renewal in flight to wait for: no extra promise for them.
+    const inflight = this.#inflight;
+    this.#releasing = inflight
+      ? inflight.catch(() => undefined).then(() => this.#sendRelease(wasHeld))
+      : this.#sendRelease(wasHeld);
     return this.#releasing;
+  }
+
+  async #sendRelease(wasHeld: boolean): Promise<boolean> {
+    try {
+      const released = await this.#backend.release(this.grant);
+      // A lease lost (or closed) before its release was already reported as lost.
+      if (wasHeld) this.#hooks.onReleased(this, released);
+      return released;
+    } catch (err) {
+      const error =
+        err instanceof LocksmithError
+          ? err
+          : new BackendUnavailableError(this.#backend.name, `releasing lock '${this.grant.lockId}' failed; it expires after its ttl`, {
+              cause: err,
+            });
+      this.#hooks.onError?.(this, 'release', error);
+      throw error;
+    }
   }
 
   /** Stop all timers without touching the backend (a simulated crash). */

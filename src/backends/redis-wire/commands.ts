@@ -58,18 +58,42 @@ export class RedisCommands {
     return this.#opts.label;
   }
 
-  /** Run `s` on `keys` and `args`: EVALSHA, EVAL on NOSCRIPT, bounded. */
-  async eval(s: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    try {
-      return await this.bounded(s.name, this.#client.evalsha(s.sha, keys.length, ...keys, ...args));
-    } catch (err) {
-      if (err instanceof BackendUnavailableError || !isNoScript(err)) throw this.#wrap(s.name, err);
-    }
-    try {
-      return await this.bounded(s.name, this.#client.eval(s.source, keys.length, ...keys, ...args));
-    } catch (err) {
-      throw this.#wrap(s.name, err);
-    }
+  /**
+   * Run `s` on `keys` and `args`: EVALSHA, EVAL on NOSCRIPT, bounded. One promise of its own
+   * and one reaction on the client's: an async wrapper around {@link bounded} cost an
+   * uncontended cycle two more promises per script (docs/benchmarks.md, "Redis: the client's
+   * own cost").
+   */
+  eval(s: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    return new Promise<unknown>((resolve, reject) => {
+      const entry = this.#track(s.name, reject);
+      this.#client.evalsha(s.sha, keys.length, ...keys, ...args).then(
+        (v) => {
+          entry.settled = true;
+          resolve(v);
+        },
+        (err: unknown) => {
+          if (entry.settled) return;
+          if (!isNoScript(err)) {
+            entry.settled = true;
+            reject(this.#wrap(s.name, err));
+            return;
+          }
+          // The server lost its script cache (restart, SCRIPT FLUSH): send the source, under
+          // the same deadline as the EVALSHA it replaces.
+          this.#client.eval(s.source, keys.length, ...keys, ...args).then(
+            (v) => {
+              entry.settled = true;
+              resolve(v);
+            },
+            (e: unknown) => {
+              entry.settled = true;
+              reject(this.#wrap(s.name, e));
+            },
+          );
+        },
+      );
+    });
   }
 
   /**
@@ -89,12 +113,7 @@ export class RedisCommands {
   bounded<T>(what: string, p: Promise<T>): Promise<T> {
     // The command may still settle after we gave up: the `then` below handles its rejection.
     return new Promise<T>((resolve, reject) => {
-      const entry: InFlight = { deadline: performance.now() + this.#opts.timeoutMs, settled: false, fail: reject, what };
-      const q = this.#inFlight;
-      // Replies come (nearly) in order: dropping the settled head here keeps the queue short.
-      while (q.length > 0 && q[0]?.settled) q.shift();
-      q.push(entry);
-      if (!this.#timer) this.#arm();
+      const entry = this.#track(what, reject);
       p.then(
         (v) => {
           entry.settled = true;
@@ -106,6 +125,17 @@ export class RedisCommands {
         },
       );
     });
+  }
+
+  /** Put a command under the shared deadline; `fail` rejects it once that passes. */
+  #track(what: string, fail: (err: BackendUnavailableError) => void): InFlight {
+    const entry: InFlight = { deadline: performance.now() + this.#opts.timeoutMs, settled: false, fail, what };
+    const q = this.#inFlight;
+    // Replies come (nearly) in order: dropping the settled head here keeps the queue short.
+    while (q.length > 0 && q[0]?.settled) q.shift();
+    q.push(entry);
+    if (!this.#timer) this.#arm();
+    return entry;
   }
 
   /** Fail every command in flight and stop the deadline timer. */
