@@ -102,7 +102,8 @@ export interface AcquireSpec {
 class AttemptSignal {
   readonly #host: AcquireHost;
   readonly #spec: AcquireSpec;
-  readonly #startedAt = now();
+  /** When the call began: its wait bound and its `waitedMs` count from here. */
+  readonly startedAt = now();
   #controller: AbortController | undefined;
   #timer: NodeJS.Timeout | undefined;
   #unlisten: (() => void) | undefined;
@@ -132,7 +133,7 @@ class AttemptSignal {
     const t = this.#spec.mode.timeoutMs;
     if (t !== undefined && this.#spec.mode.wait) {
       // The bound counts from the call, however late the controller is made.
-      const left = t - (now() - this.#startedAt);
+      const left = t - (now() - this.startedAt);
       // Ref'd on purpose: a caller awaiting a lock keeps the process alive; cleared when the wait ends.
       if (left > 0) this.#timer = setTimeout(() => this.#timeout(), left);
       else this.#timeout();
@@ -170,7 +171,7 @@ class AttemptSignal {
  */
 export async function acquire(host: AcquireHost, registry: Registry, spec: AcquireSpec): Promise<Acquired | null> {
   const attempt = new AttemptSignal(host, spec);
-  const started = now();
+  const started = attempt.startedAt;
   try {
     const s = spec.settings;
     const found = registry.reentry.find(spec.lockId, spec.kind, s.owner, s.reentrant, () => attempt.own());
@@ -229,7 +230,7 @@ class Loop {
   readonly #backend: Backend;
   readonly #spec: AcquireSpec;
   readonly #attempt: AttemptSignal;
-  readonly #started = now();
+  readonly #started: number;
   #ticket: unknown;
   /** An attempt failed in flight: it may have left a hold or a queue entry on the server. */
   #uncertain = false;
@@ -241,6 +242,7 @@ class Loop {
     this.#backend = backend;
     this.#spec = spec;
     this.#attempt = attempt;
+    this.#started = attempt.startedAt;
   }
 
   get #signal(): AbortSignal {
@@ -340,7 +342,7 @@ class Loop {
     lease.start();
     if (log.enabled) log('%s: holding token %s after %s', grant.lockId, grant.token, ms(now() - this.#started));
     if (this.#earlyLoss) lease.lose(this.#earlyLoss.reason, this.#earlyLoss.cause);
-    return { lease, reentered: grant.reentered, waitedMs: now() - this.#started, endTurn: undefined };
+    return { lease, reentered: grant.reentered, waitedMs: lease.acquiredAt - this.#started, endTurn: undefined };
   }
 
   /** Give back a grant nobody will use; `aborted`: then end the acquisition with the signal's reason. */

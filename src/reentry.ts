@@ -140,6 +140,8 @@ export class Reentry {
 
   /** Forget a hold that ended. */
   forget(lease: Lease): void {
+    // Most lockers never pass an explicit owner: no key to build then.
+    if (this.#byOwner.size === 0) return;
     const g = lease.grant;
     const key = Reentry.#ownerKey(g.kind, g.lockId, g.ownerId);
     if (this.#byOwner.get(key) === lease) this.#byOwner.delete(key);
