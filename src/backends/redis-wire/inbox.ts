@@ -179,13 +179,22 @@ export class Inbox {
    * not subscribed when the attempt was sent, subscribe and resolve at once: the re-check
    * then happens after the subscription, so no wake-up falls between the two.
    */
-  async wait(waiterId: string | undefined, mark: InboxMark | undefined, delayMs: number, signal: AbortSignal): Promise<WakeCause> {
+  wait(waiterId: string | undefined, mark: InboxMark | undefined, delayMs: number, signal: AbortSignal): Promise<WakeCause> {
     if (this.#epoch === undefined || mark === undefined || mark.epoch !== this.#epoch) {
       if (waiterId !== undefined) this.#localIds.add(waiterId);
-      await raceAbort(this.#subscribe(), signal);
-      if (mark !== undefined) return 'poll';
+      return raceAbort(this.#subscribe(), signal).then(() => (mark !== undefined ? 'poll' : this.#sleep(waiterId, mark, delayMs, signal)));
     }
-    if (waiterId !== undefined && mark && (this.#wokenAt.get(waiterId) ?? 0) > mark.seen) return 'notification';
+    return this.#sleep(waiterId, mark, delayMs, signal);
+  }
+
+  /**
+   * The subscribed wait itself. Not async: a wake-up resolves the caller's promise directly,
+   * without the extra microtask turns of an async function that returns a promise (each
+   * one a step of the hand-off's path after an idle wait, docs/benchmarks.md, "Redis: the
+   * client's own cost").
+   */
+  #sleep(waiterId: string | undefined, mark: InboxMark | undefined, delayMs: number, signal: AbortSignal): Promise<WakeCause> {
+    if (waiterId !== undefined && mark && (this.#wokenAt.get(waiterId) ?? 0) > mark.seen) return Promise.resolve('notification');
     let due = performance.now() + Math.max(1, delayMs);
     const recheck = waiterId === undefined ? undefined : this.#recheck.get(waiterId);
     if (recheck && mark && recheck.seen > mark.seen) due = Math.min(due, recheck.at);

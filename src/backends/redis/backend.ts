@@ -349,12 +349,19 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
    * the queue head, or a release handed it the lock), the moment the earliest holder or queue
    * entry runs out, or `capMs` at the latest. Only the head is woken, fair or not.
    */
-  async waitForChange(lockId: string, ticket: RedisTicket | undefined, signal: AbortSignal): Promise<void> {
-    signal.throwIfAborted();
-    this.#assertOpen();
+  waitForChange(lockId: string, ticket: RedisTicket | undefined, signal: AbortSignal): Promise<void> {
+    try {
+      signal.throwIfAborted();
+      this.#assertOpen();
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
     const delay = ticket ? Math.min(ticket.hintMs > 0 ? ticket.hintMs + 2 : ticket.capMs, ticket.capMs) : this.#healthCheckMs;
+    const woken = this.#inbox.wait(ticket?.waiterId, ticket?.mark, delay, signal);
+    // Logging off, the inbox's own promise: no async layer on a hand-off's path (its value is unused).
+    if (!log.enabled) return woken as Promise<unknown> as Promise<void>;
     const since = wakeClock(log);
-    logWake(log, lockId, await this.#inbox.wait(ticket?.waiterId, ticket?.mark, delay, signal), since);
+    return woken.then((cause) => logWake(log, lockId, cause, since));
   }
 
   /**
