@@ -74,20 +74,22 @@ export class RedisCommands {
         },
         (err: unknown) => {
           if (entry.settled) return;
+          entry.settled = true;
           if (!isNoScript(err)) {
-            entry.settled = true;
             reject(this.#wrap(s.name, err));
             return;
           }
-          // The server lost its script cache (restart, SCRIPT FLUSH): send the source, under
-          // the same deadline as the EVALSHA it replaces.
+          // The server lost its script cache (restart, SCRIPT FLUSH): send the source, with a
+          // deadline of its own, as a command of its own (a stalled process may read the
+          // NOSCRIPT reply only after the first deadline passed).
+          const again = this.#track(s.name, reject);
           this.#client.eval(s.source, keys.length, ...keys, ...args).then(
             (v) => {
-              entry.settled = true;
+              again.settled = true;
               resolve(v);
             },
             (e: unknown) => {
-              entry.settled = true;
+              again.settled = true;
               reject(this.#wrap(s.name, e));
             },
           );
