@@ -278,9 +278,7 @@ export class Lease {
     if (wasHeld) this.#hooks.onEnded(this);
     // Most releases have no renewal in flight to wait for: no extra promise for them.
     const inflight = this.#inflight;
-    this.#releasing = inflight
-      ? inflight.catch(() => undefined).then(() => this.#sendRelease(wasHeld))
-      : this.#sendRelease(wasHeld);
+    this.#releasing = inflight ? inflight.catch(() => undefined).then(() => this.#sendRelease(wasHeld)) : this.#sendRelease(wasHeld);
     return this.#releasing;
   }
 

@@ -95,9 +95,7 @@ export class Locker extends TypedEmitter {
   /** Leases, re-entry and events, handed down to the wait loop. */
   readonly #registry: Registry;
   #closing: Promise<void> | undefined;
-  /** Acquisitions under way, and who waits for the count to reach zero (close, abandon). */
-  #active = 0;
-  #idle: (() => void) | undefined;
+  readonly #pending = new Set<Promise<unknown>>();
 
   /** @internal Use {@link createLocker}. */
   constructor(source: URL | Backend, options: LockerOptions) {
@@ -328,7 +326,7 @@ export class Locker extends TypedEmitter {
     if (this.#closing) return this.#closing;
     this.#host.stop();
     this.#closing = (async () => {
-      await this.#settled();
+      await Promise.allSettled([...this.#pending]);
       const leases = this.#registry.held();
       for (const lease of leases) lease.lose('closed');
       await Promise.allSettled(leases.map((l) => l.release()));
@@ -346,7 +344,7 @@ export class Locker extends TypedEmitter {
   /** @internal Simulate a crash: no more renewals, no releases, connections dropped. */
   async [kAbandon](): Promise<void> {
     this.#host.stop();
-    await this.#settled();
+    await Promise.allSettled([...this.#pending]);
     for (const lease of this.#registry.held()) lease.abandon();
     this.#registry.clear();
     const backend = await this.#host.connected();
@@ -373,7 +371,9 @@ export class Locker extends TypedEmitter {
     }
   }
 
-  async #acquire(
+  // Each call is kept until it settles: close() awaits them with allSettled, which also marks
+  // the rejection of a call close() ended as handled (a counter instead rejected unhandled).
+  #acquire(
     lockId: string,
     kind: LockKind,
     permits: number,
@@ -381,10 +381,7 @@ export class Locker extends TypedEmitter {
     mode: (s: CallSettings) => AcquireMode,
     weight = 1,
   ): Promise<Lock | null> {
-    // Counted, not kept in a set with a `then` to forget it: that was two more promises and
-    // two set operations per call (docs/benchmarks.md, "Redis: the client's own cost").
-    this.#active += 1;
-    try {
+    const p = (async () => {
       this.#assertOpen();
       const id = validateLockId(lockId);
       const settings = resolveCallSettings(this.options, options);
@@ -393,26 +390,13 @@ export class Locker extends TypedEmitter {
       const spec = { lockId: id, kind, permits, weight, settings, mode: mode(settings), ownerId, identity: this.#identity };
       const got = await acquire(this.#host, this.#registry, spec);
       return got === null ? null : this.#handle(got);
-    } finally {
-      this.#active -= 1;
-      if (this.#active === 0 && this.#idle) {
-        const idle = this.#idle;
-        this.#idle = undefined;
-        idle();
-      }
-    }
-  }
-
-  /** Resolves once no acquisition is under way (each has settled, however it ended). */
-  #settled(): Promise<void> {
-    if (this.#active === 0) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      const before = this.#idle;
-      this.#idle = () => {
-        before?.();
-        resolve();
-      };
-    });
+    })();
+    this.#pending.add(p);
+    const forget = (): void => {
+      this.#pending.delete(p);
+    };
+    p.then(forget, forget);
+    return p;
   }
 
   /** The handle of what an acquisition obtained; tells the `acquired` listeners. */

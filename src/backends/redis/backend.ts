@@ -196,9 +196,9 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     const waiterId = this.#waiterId(req);
     // Note what the inbox delivered BEFORE the attempt is sent: a wake-up after this point is
     // seen by waitForChange, so a release between the attempt and the wait is not lost.
-    const mark = this.#inbox.mark(waiterId);
-    const capMs = Math.max(10, Math.floor(Math.min(req.ttlMs, MAX_WAITER_PERIOD_MS) / 3));
     const secret = req.wait && req.fair && (req.kind === 'mutex' || req.kind === 'write') ? this.#secrets.next() : '';
+    const mark = this.#inbox.mark(waiterId, secret !== '');
+    const capMs = Math.max(10, Math.floor(Math.min(req.ttlMs, MAX_WAITER_PERIOD_MS) / 3));
     const sentAt = performance.now();
     const stamp = req.freshOwner ? '' : `~${this.#clientId}.${(++this.#attemptSeq).toString(36)}`;
     let reply: unknown;
@@ -402,8 +402,12 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     // The release messaged waiter `ok`. It returns now (one round trip); when that waiter is
     // in this process, this backend's next acquire of the lock waits for its wake-up instead
     // (docs/backends/redis.md, "Waiting by notification").
-    const clientId = ok.slice(0, ok.indexOf('.'));
-    const heard = this.#inboxes.heard(`${this.#inboxPrefix}${clientId}`, ok, sentAt, HEAR_CAP_MS);
+    const channel = `${this.#inboxPrefix}${ok.slice(0, ok.indexOf('.'))}`;
+    // A waiter of this process for a plain wake-up re-attempts in the check phase, once this
+    // release() resolved, not once the message came through pub/sub (docs/backends/redis.md,
+    // "Waiting by notification").
+    setImmediate(() => this.#inboxes.wake(channel, ok, sentAt));
+    const heard = this.#inboxes.heard(channel, ok, sentAt, HEAR_CAP_MS);
     if (heard) {
       const lockId = grant.lockId;
       this.#waking.set(lockId, heard);
