@@ -11,8 +11,9 @@
  * (c) SESSIONS (1,000) sessions, each holding one lock, keeping alive once a second: the
  *     service process's CPU (/proc/<pid>/stat) as % of one core over CPU_SECONDS, against
  *     the same window idle;
- * (d) CONTENDERS (64) sharing one lock with 0 and with VIEWS (100) SSE connections to
- *     /v1/events (opened by a second process, as browsers would), in VIEW_ROUNDS alternating
+ * (d) CONTENDERS (64) sharing one lock with 0 and with VIEWS (100) streams opened by a
+ *     second process: as the web view page connects (its HTML, then `/v1/events?mode=state`)
+ *     and as raw `/v1/events` clients (VIEW_MODES=page,raw), in VIEW_ROUNDS alternating
  *     rounds each of ROUND_SECONDS: the hand-off (release sent → next grant answered) p50/p99
  *     and grants a second.
  *
@@ -35,21 +36,36 @@ const CONTENDERS = env('CONTENDERS', 64);
 const ROUND_SECONDS = env('ROUND_SECONDS', 5);
 const VIEW_ROUNDS = env('VIEW_ROUNDS', 4);
 
-/** The views process: opens VIEWS event streams to a service on 'open <base>', closes them on 'close'. */
+/** How (d)'s streams connect: as the web view page does (`mode=state`), or as a raw `/v1/events` client. */
+type ViewMode = 'page' | 'raw';
+const PATHS: Record<ViewMode, string> = { page: '/v1/events?mode=state&prefix=', raw: '/v1/events?prefix=' };
+
+/**
+ * The views process: on 'open <mode> <base>' opens VIEWS streams to a service, each as the
+ * web view page does (its HTML read once, then its one stream) or as a raw events client;
+ * closes them on 'close'.
+ */
 function viewsChild(): void {
   let open: ClientRequest[] = [];
   let events = 0;
   process.on('message', (m: string) => {
     if (m.startsWith('open ')) {
-      const base = m.slice(5);
+      const [, mode, base] = m.split(' ') as [string, ViewMode, string];
       let ready = 0;
-      open = Array.from({ length: VIEWS }, () =>
-        get(`${base}/v1/events?prefix=`, (res) => {
+      const stream = (): ClientRequest =>
+        get(`${base}${PATHS[mode]}`, (res) => {
           res.on('data', (c: Buffer) => (events += c.toString().match(/^event: /gm)?.length ?? 0));
           res.on('error', () => undefined);
           if (++ready === VIEWS) process.send?.('opened');
-        }).on('error', () => undefined),
-      );
+        }).on('error', () => undefined);
+      open = Array.from({ length: VIEWS }, () => {
+        if (mode === 'raw') return stream();
+        const page = get(`${base}/`, (res) => {
+          res.resume();
+          res.on('end', () => open.push(stream()));
+        });
+        return page.on('error', () => undefined);
+      });
     } else if (m === 'close') {
       for (const r of open) r.destroy();
       open = [];
@@ -80,57 +96,67 @@ async function contend(http: Http, sessions: readonly string[]): Promise<{ gaps:
   return { gaps, grants };
 }
 
-/** What one service's rounds of (d) collected. */
+/** What one service's rounds of (d) collected, per way of viewing. */
 interface DState {
   readonly target: Target;
   readonly sessions: string[];
-  readonly none: number[];
-  readonly viewed: number[];
-  readonly grants: { none: number; viewed: number };
-  events: number;
+  readonly gaps: Record<'none' | ViewMode, number[]>;
+  readonly grants: Record<'none' | ViewMode, number>;
+  readonly events: Record<ViewMode, number>;
 }
 
-/** One round of (d) on one service, with or without the views. */
-async function roundD(views: ChildProcess, d: DState, withViews: boolean): Promise<void> {
-  if (withViews) {
-    views.send(`open ${d.target.base}`);
+/** One round of (d) on one service, without views or with VIEWS streams of `mode`. */
+async function roundD(views: ChildProcess, d: DState, mode: 'none' | ViewMode): Promise<void> {
+  if (mode !== 'none') {
+    // The page of the checkout before knew no mode=state: its views opened the raw stream (and re-read each changed lock, not done here).
+    const wire = mode === 'page' && d.target.name !== 'service' ? 'raw' : mode;
+    views.send(`open ${wire} ${d.target.base}`);
     await once(views, 'message');
     await sleep(500);
   }
   const got = await contend(d.target.http, d.sessions);
-  (withViews ? d.viewed : d.none).push(...got.gaps);
-  d.grants[withViews ? 'viewed' : 'none'] += got.grants;
-  if (withViews) {
+  d.gaps[mode].push(...got.gaps);
+  d.grants[mode] += got.grants;
+  if (mode !== 'none') {
     views.send('close');
     const [m] = (await once(views, 'message')) as [string];
-    d.events += Number(m.split(' ')[1]);
+    d.events[mode] += Number(m.split(' ')[1]);
   }
   for (const s of d.sessions) await d.target.http.call('POST', `/v1/sessions/${s}/keepalive`);
 }
 
-/** (d) hand-off with CONTENDERS on one lock, without and with VIEWS event streams, alternating (and across services). */
+/** VIEW_MODES: which streams (d) opens beside its rounds without views (default both). */
+const MODES = (process.env.VIEW_MODES ?? 'page,raw').split(',') as ViewMode[];
+
+/** (d) hand-off with CONTENDERS on one lock, without views and with VIEWS streams of each mode, alternating (and across services). */
 async function rowD(targets: readonly Target[]): Promise<void> {
   const views: ChildProcess = fork(import.meta.filename, ['--views'], { execArgv: ['--import', 'tsx'] });
   const states: DState[] = [];
   for (const target of targets) {
     const sessions = await Promise.all(Array.from({ length: CONTENDERS }, () => target.http.session(120_000)));
-    states.push({ target, sessions, none: [], viewed: [], grants: { none: 0, viewed: 0 }, events: 0 });
+    const gaps = { none: [], page: [], raw: [] };
+    states.push({ target, sessions, gaps, grants: { none: 0, page: 0, raw: 0 }, events: { page: 0, raw: 0 } });
   }
-  for (let r = 0; r < VIEW_ROUNDS * 2; r++) {
-    for (let k = 0; k < states.length; k++) await roundD(views, states[(r + k) % states.length]!, r % 2 === 1);
+  const modes = ['none', ...MODES] as const;
+  for (let r = 0; r < VIEW_ROUNDS * modes.length; r++) {
+    for (let k = 0; k < states.length; k++) await roundD(views, states[(r + k) % states.length]!, modes[r % modes.length]!);
   }
   views.send('exit');
   const secs = VIEW_ROUNDS * ROUND_SECONDS;
   for (const d of states) {
-    const [a, b] = [percentiles(d.none), percentiles(d.viewed)];
+    const base = percentiles(d.gaps.none);
     const name = d.target.name;
     console.log(
-      `(d) ${name}, ${CONTENDERS} contenders, no views: hand-off ${ms(a)} p50 / p99, ${(d.grants.none / secs).toFixed(0)} grants/s`,
+      `(d) ${name}, ${CONTENDERS} contenders, no views: hand-off ${ms(base)} p50 / p99, ${(d.grants.none / secs).toFixed(0)} grants/s`,
     );
-    console.log(
-      `(d) ${name}, ${CONTENDERS} contenders, ${VIEWS} views: hand-off ${ms(b)} p50 / p99, ${(d.grants.viewed / secs).toFixed(0)} grants/s ` +
-        `(${d.events} events delivered); slowdown p50 ${((b.p50 / a.p50 - 1) * 100).toFixed(1)} %, grants/s ${((1 - d.grants.viewed / d.grants.none) * 100).toFixed(1)} % (target ≤ 10 %)`,
-    );
+    for (const mode of MODES) {
+      const p = percentiles(d.gaps[mode]);
+      const how = mode === 'page' ? 'as the web view page (mode=state)' : 'raw /v1/events';
+      console.log(
+        `(d) ${name}, ${CONTENDERS} contenders, ${VIEWS} views ${how}: hand-off ${ms(p)} p50 / p99, ${(d.grants[mode] / secs).toFixed(0)} grants/s ` +
+          `(${d.events[mode]} events delivered); slowdown p50 ${((p.p50 / base.p50 - 1) * 100).toFixed(1)} %, grants/s ${((1 - d.grants[mode] / d.grants.none) * 100).toFixed(1)} % (target ≤ 10 %)`,
+      );
+    }
     for (const s of d.sessions) await d.target.http.call('DELETE', `/v1/sessions/${s}`);
   }
 }

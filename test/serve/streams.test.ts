@@ -1,0 +1,126 @@
+/**
+ * `/v1/events` streams (docs/serve.md, "Events"): `mode=state` (what the web view follows)
+ * starts with every lock's state and ends a burst of changes with each lock's final state;
+ * a client that stops reading gets a `resync` and the whole state again instead of the
+ * service buffering every change for it. Over memory:// (polled every 50 ms).
+ */
+import assert from 'node:assert/strict';
+import { get, type IncomingMessage } from 'node:http';
+import { after, before, test } from 'node:test';
+import { createLocker, type Locker } from '../../src/index.js';
+import { eventually } from '../helpers.js';
+import { client, sse, startService, type Service, type Sse } from './service.js';
+
+const T = { timeout: 120_000 };
+const URL_ = `memory://serve-streams-${process.pid}`;
+const BUFFER_BYTES = 16_384;
+
+let service: Service;
+let bulky: Locker;
+before(async () => {
+  service = await startService(URL_, { watchEveryMs: 50, streams: { bufferBytes: BUFFER_BYTES, stateEveryMs: 100 } });
+  // Big events (a long name and meta in every identity): megabytes of changes take few locks.
+  bulky = createLocker(URL_, { name: 'b'.repeat(100), meta: { pad: 'p'.repeat(400) } });
+});
+after(async () => {
+  await bulky.close();
+  await service.close();
+});
+
+/** Read a stream's events into `into` until `stop` aborts. */
+function collect(path: string, into: Sse[], stop: AbortSignal): Promise<void> {
+  return (async () => {
+    for await (const e of sse(service.base, path, stop)) into.push(e);
+  })();
+}
+
+test('mode=state: every lock first, then the latest state of each lock after a burst of changes', T, async () => {
+  const c = client(service.base);
+  const s = await c.session(30_000, 'stater');
+  const first = await c.acquire('st/held', { session: s });
+  const stop = new AbortController();
+  const seen: Sse[] = [];
+  const reading = collect('/v1/events?mode=state&prefix=st/', seen, stop.signal);
+  try {
+    await eventually('the initial state', () => seen.some((e) => e.event === 'state' && e.data.lockId === 'st/held'));
+    const initial = seen.find((e) => e.data.lockId === 'st/held')?.data;
+    assert.equal((initial?.holders as { token: string }[])[0]?.token, first.body.token);
+    let token: unknown;
+    for (let i = 0; i < 40; i += 1) {
+      const got = await c.acquire('st/burst', { session: s });
+      token = got.body.token;
+      if (i < 39) await c.release('st/burst', s, token);
+    }
+    const last = (): Record<string, unknown> | undefined => seen.filter((e) => e.data.lockId === 'st/burst').at(-1)?.data;
+    await eventually('the final state of st/burst', () => (last()?.holders as { token: string }[] | undefined)?.[0]?.token === token);
+    assert.deepEqual(Object.keys(last() ?? {}).sort(), ['holders', 'kind', 'lastToken', 'lockId', 'queue', 'waiters']);
+    assert.ok(
+      seen.every((e) => e.event === 'state'),
+      'a state stream sends states only',
+    );
+    await c.release('st/burst', s, token);
+    await eventually('st/burst free', () => (last()?.holders as unknown[]).length === 0);
+    await c.end(s);
+  } finally {
+    stop.abort();
+    await reading;
+  }
+});
+
+/** A stream whose client reads nothing until `resume()`; then every event it got, in order. */
+function pausedStream(path: string): Promise<{ resume(): void; text(): string; events(): string[]; res: IncomingMessage }> {
+  return new Promise((resolve, reject) => {
+    get(service.base + path, (res) => {
+      res.pause();
+      let text = '';
+      resolve({
+        res,
+        resume: () => {
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (text += chunk));
+          res.resume();
+        },
+        text: () => text,
+        events: () => [...text.matchAll(/^event: (.*)$/gm)].map((m) => m[1] ?? ''),
+      });
+    }).on('error', reject);
+  });
+}
+
+for (const mode of ['events', 'state'] as const) {
+  test(`mode=${mode}: a client that stops reading gets a resync, not every change buffered`, T, async () => {
+    const prefix = `slow-${mode}/`;
+    const stream = await pausedStream(`/v1/events?mode=${mode}&prefix=${prefix}`);
+    const ids = Array.from({ length: 1000 }, (_, i) => `${prefix}${'x'.repeat(200)}/${i}`);
+    let changes = 0;
+    // About 1 KB an event: each round is about 2 MB of changes, far more than the stream's
+    // bound plus what the kernel's socket buffers absorb (a few MB on loopback).
+    for (let round = 0; round < 8; round += 1) {
+      const held = await Promise.all(ids.map((id) => bulky.tryLock(id, { ttlMs: 60_000 })));
+      await new Promise((r) => setTimeout(r, 120)); // seen by a poll of the watch
+      await Promise.all(held.map((l) => l?.release()));
+      await new Promise((r) => setTimeout(r, 120));
+      changes += 2 * ids.length;
+    }
+    const final = await bulky.tryLock(`${prefix}final`, { ttlMs: 60_000 });
+    assert.ok(final);
+    stream.resume();
+    // After the resync comes the whole state as it is now: the final lock, none of the bulk.
+    const sinceResync = (): string => {
+      const text = stream.text();
+      const at = text.lastIndexOf('event: resync');
+      return at < 0 ? '' : text.slice(at);
+    };
+    await eventually('a resync, then the final lock', () => sinceResync().includes(`"lockId":"${prefix}final"`));
+    const frames = [...sinceResync().matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1] ?? '{}') as Record<string, unknown>);
+    const bulk = frames.filter((f) => typeof f.lockId === 'string' && f.lockId.includes('/x'));
+    assert.ok(
+      bulk.every((f) => (mode === 'state' ? (f.holders as unknown[]).length === 0 : f.initial !== true)),
+      'the state after the resync has none of the bulk held',
+    );
+    const got = stream.events().filter((e) => e !== 'resync');
+    assert.ok(got.length < changes, `${got.length} events delivered of ${changes} changes: dropped while the client read nothing`);
+    stream.res.destroy();
+    await final.release();
+  });
+}
