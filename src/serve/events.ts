@@ -12,16 +12,14 @@ import type { Locker } from '../locker.js';
 import { diff, snapshot } from '../observe/diff.js';
 import type { WatchEvent } from '../observe/watch.js';
 import { RESERVED_PREFIX } from './records.js';
-import { lockJson } from './routes.js';
 import { events as eventsSchema } from './schemas.js';
 import { ServeError } from './sessions.js';
+import { listStates, StateFeed, stateFrame, type Listener } from './state-feed.js';
 import { SseStream, type Snapshot } from './stream.js';
 
 /** A comment line this often keeps proxies from closing an idle stream (ms). */
 const HEARTBEAT_MS = 15_000;
 const HEARTBEAT = Buffer.from(': keepalive\n\n');
-/** Locks read at once when a state tick reads the locks that changed. */
-const READS_AT_ONCE = 32;
 
 /** What a stream sends: every change, or each changed lock's state. */
 export type StreamMode = 'events' | 'state';
@@ -43,63 +41,69 @@ export function frame(e: WatchEvent): string {
   return `event: ${e.type}\ndata: ${data}\n\n`;
 }
 
-/** One lock's state as an SSE frame. */
-function stateFrame(info: Parameters<typeof lockJson>[0]): string {
-  return `event: state\ndata: ${JSON.stringify(lockJson(info))}\n\n`;
-}
-
-/** One open stream, as the hub sees it. */
-interface Listener {
-  deliver(frames: Buffer): void;
-  fail(err: unknown): void;
-}
-
-/** One shared watch of a prefix and what it feeds. */
+/** One shared watch of a prefix for `mode=events` streams. */
 interface Feed {
-  readonly listeners: Record<StreamMode, Set<Listener>>;
+  readonly listeners: Set<Listener>;
   readonly stop: AbortController;
-  /** The frames of this tick for `events` streams, encoded once when the tick ends. */
+  /** The frames of this tick, encoded once when the tick ends. */
   batch: string;
-  /** Locks changed since the last state tick. */
-  readonly dirty: Set<string>;
-  timer: NodeJS.Timeout | undefined;
-  reading: boolean;
-  lastStateAt: number;
 }
 
 /**
- * One `locker.watch()` per prefix on a replica, shared by every stream open on it: a hundred
- * web views cost one watch (one subscription, one read per change), not a hundred
+ * One `locker.watch()` per prefix on a replica, shared by every `mode=events` stream open on
+ * it: a hundred streams cost one watch (one subscription, one read per change), not a hundred
  * (docs/benchmarks.md, "The lock service"). The watch starts with the first stream of its
  * prefix and stops with the last. A tick's frames are encoded once and the same Buffer is
- * written to every stream; state streams get one read of each changed lock per tick.
+ * written to every stream. `mode=state` streams share a {@link StateFeed} instead.
  */
 export class WatchHub {
   readonly #feeds = new Map<string, Feed>();
+  readonly #states = new Map<string, StateFeed>();
   constructor(
     private readonly locker: Locker,
     private readonly everyMs: number,
     private readonly stateEveryMs: number,
   ) {}
 
+  /** The state feed of `prefix`, started by its first stream (for its `ready` and `seen`). */
+  stateFeed(prefix: string): StateFeed {
+    let feed = this.#states.get(prefix);
+    if (!feed) {
+      const created = new StateFeed(this.locker, prefix, this.everyMs, this.stateEveryMs);
+      this.#states.set(prefix, created);
+      created.start(() => {
+        if (this.#states.get(prefix) === created) this.#states.delete(prefix);
+      });
+      feed = created;
+    }
+    return feed;
+  }
+
   /** Follow `prefix`; the returned function unsubscribes. */
   subscribe(prefix: string, mode: StreamMode, listener: Listener): () => void {
+    if (mode === 'state') {
+      const feed = this.stateFeed(prefix);
+      feed.listeners.add(listener);
+      return () => {
+        feed.listeners.delete(listener);
+        if (feed.listeners.size > 0) return;
+        feed.close();
+        if (this.#states.get(prefix) === feed) this.#states.delete(prefix);
+      };
+    }
     let feed = this.#feeds.get(prefix);
     if (!feed) {
-      const listeners = { events: new Set<Listener>(), state: new Set<Listener>() };
-      feed = { listeners, stop: new AbortController(), batch: '', dirty: new Set(), timer: undefined, reading: false, lastStateAt: 0 };
+      feed = { listeners: new Set<Listener>(), stop: new AbortController(), batch: '' };
       this.#feeds.set(prefix, feed);
       this.#run(prefix, feed);
     }
     const own = feed;
-    own.listeners[mode].add(listener);
+    own.listeners.add(listener);
     return () => {
-      own.listeners[mode].delete(listener);
-      if (own.listeners.events.size + own.listeners.state.size === 0) {
-        own.stop.abort();
-        clearTimeout(own.timer);
-        if (this.#feeds.get(prefix) === own) this.#feeds.delete(prefix);
-      }
+      own.listeners.delete(listener);
+      if (own.listeners.size > 0) return;
+      own.stop.abort();
+      if (this.#feeds.get(prefix) === own) this.#feeds.delete(prefix);
     };
   }
 
@@ -111,66 +115,20 @@ export class WatchHub {
         // a stream that opened before the watch's subscription was in place misses nothing
         // (it may see a lock twice as initial, which a view reads as one).
         if (e.lockId.startsWith(RESERVED_PREFIX)) continue;
-        if (feed.listeners.events.size > 0) {
-          if (feed.batch === '') setImmediate(() => this.#sendBatch(feed));
-          feed.batch += frame(e);
-        }
-        if (feed.listeners.state.size > 0) {
-          feed.dirty.add(e.lockId);
-          this.#scheduleStates(feed);
-        }
+        if (feed.batch === '') setImmediate(() => this.#sendBatch(feed));
+        feed.batch += frame(e);
       }
     })().catch((err: unknown) => {
       if (this.#feeds.get(prefix) === feed) this.#feeds.delete(prefix);
-      clearTimeout(feed.timer);
-      if (feed.stop.signal.aborted) return;
-      for (const l of [...feed.listeners.events, ...feed.listeners.state]) l.fail(err);
+      if (!feed.stop.signal.aborted) for (const l of feed.listeners) l.fail(err);
     });
   }
 
   #sendBatch(feed: Feed): void {
     const frames = Buffer.from(feed.batch);
     feed.batch = '';
-    for (const l of feed.listeners.events) l.deliver(frames);
+    for (const l of feed.listeners) l.deliver(frames);
   }
-
-  #scheduleStates(feed: Feed): void {
-    if (feed.timer !== undefined || feed.reading || feed.stop.signal.aborted) return;
-    const wait = Math.max(0, feed.lastStateAt + this.stateEveryMs - Date.now());
-    feed.timer = setTimeout(() => void this.#sendStates(feed), wait);
-  }
-
-  /** One state tick: read each lock that changed since the last (after its change), send them all at once. */
-  async #sendStates(feed: Feed): Promise<void> {
-    feed.timer = undefined;
-    feed.reading = true;
-    const ids = [...feed.dirty];
-    feed.dirty.clear();
-    try {
-      const text = await readStates(this.locker, ids);
-      if (text !== '' && !feed.stop.signal.aborted) {
-        const frames = Buffer.from(text);
-        for (const l of feed.listeners.state) l.deliver(frames);
-      }
-    } catch {
-      // The backend did not answer: read them again next tick (the watch fails the streams if it stays down).
-      for (const id of ids) feed.dirty.add(id);
-    } finally {
-      feed.reading = false;
-      feed.lastStateAt = Date.now();
-      if (feed.dirty.size > 0) this.#scheduleStates(feed);
-    }
-  }
-}
-
-/** The states of `ids` as frames, a bounded number read at once. */
-async function readStates(locker: Locker, ids: readonly string[]): Promise<string> {
-  let text = '';
-  for (let i = 0; i < ids.length; i += READS_AT_ONCE) {
-    const infos = await Promise.all(ids.slice(i, i + READS_AT_ONCE).map((id) => locker.inspect(id)));
-    for (const info of infos) text += stateFrame(info);
-  }
-  return text;
 }
 
 /** `mode=events`: the holds and waiters under `prefix` now, as initial events (what a watch starts with). */
@@ -184,17 +142,13 @@ function initialEvents(locker: Locker, prefix: string): Snapshot {
   };
 }
 
-/** `mode=state`: the state of every lock under `prefix` now, every page of the listing. */
-function initialStates(locker: Locker, prefix: string): Snapshot {
+/** `mode=state`: the state of every lock under `prefix` now, read once the feed follows changes. */
+function initialStates(locker: Locker, feed: StateFeed, prefix: string): Snapshot {
   return async (signal) => {
-    let text = '';
-    let cursor: string | undefined;
-    do {
-      const page = await locker.list({ prefix, limit: 1000, signal, ...(cursor === undefined ? {} : { cursor }) });
-      for (const l of page.locks) if (!l.lockId.startsWith(RESERVED_PREFIX)) text += stateFrame(l);
-      cursor = page.cursor;
-    } while (cursor !== undefined && !signal.aborted);
-    return text;
+    await feed.ready;
+    const infos = await listStates(locker, prefix, signal);
+    feed.seen(infos);
+    return infos.map(stateFrame).join('');
   };
 }
 
@@ -224,7 +178,7 @@ export function eventRoutes(app: FastifyInstance, locker: Locker, everyMs: numbe
     const res = reply.raw;
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
     res.write(': stream open\n\n');
-    const read = mode === 'state' ? initialStates(locker, prefix) : initialEvents(locker, prefix);
+    const read = mode === 'state' ? initialStates(locker, hub.stateFeed(prefix), prefix) : initialEvents(locker, prefix);
     const stream = new SseStream(res, opts.bufferBytes, read, stop);
     // Subscribed before the first snapshot: what changes while it is read is queued, not missed.
     const unsubscribe = hub.subscribe(prefix, mode, stream);
