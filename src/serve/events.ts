@@ -20,6 +20,12 @@ import { SseStream, type Snapshot } from './stream.js';
 /** A comment line this often keeps proxies from closing an idle stream (ms). */
 const HEARTBEAT_MS = 15_000;
 const HEARTBEAT = Buffer.from(': keepalive\n\n');
+/**
+ * `mode=events`: the changes of this long go out together, one write per stream. A change is
+ * sent at most this much later; a hundred streams of a lock handed on hundreds of times a
+ * second cost a hundred writes per batch, not per change (docs/benchmarks.md, "The lock service").
+ */
+const BATCH_MS = 10;
 
 /** What a stream sends: every change, or each changed lock's state. */
 export type StreamMode = 'events' | 'state';
@@ -53,7 +59,7 @@ interface Feed {
  * One `locker.watch()` per prefix on a replica, shared by every `mode=events` stream open on
  * it: a hundred streams cost one watch (one subscription, one read per change), not a hundred
  * (docs/benchmarks.md, "The lock service"). The watch starts with the first stream of its
- * prefix and stops with the last. A tick's frames are encoded once and the same Buffer is
+ * prefix and stops with the last. A batch's frames are encoded once and the same Buffer is
  * written to every stream. `mode=state` streams share a {@link StateFeed} instead.
  */
 export class WatchHub {
@@ -115,7 +121,7 @@ export class WatchHub {
         // a stream that opened before the watch's subscription was in place misses nothing
         // (it may see a lock twice as initial, which a view reads as one).
         if (e.lockId.startsWith(RESERVED_PREFIX)) continue;
-        if (feed.batch === '') setImmediate(() => this.#sendBatch(feed));
+        if (feed.batch === '') setTimeout(() => this.#sendBatch(feed), BATCH_MS);
         feed.batch += frame(e);
       }
     })().catch((err: unknown) => {

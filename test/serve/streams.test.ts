@@ -9,7 +9,8 @@ import { get, type IncomingMessage } from 'node:http';
 import { after, before, test } from 'node:test';
 import { createLocker, type Locker } from '../../src/index.js';
 import { eventually } from '../helpers.js';
-import { client, sse, startService, type Service, type Sse } from './service.js';
+import { startService, type Service } from './service.js';
+import { stateCases } from './stream-cases.js';
 
 const T = { timeout: 120_000 };
 const URL_ = `memory://serve-streams-${process.pid}`;
@@ -27,45 +28,7 @@ after(async () => {
   await service.close();
 });
 
-/** Read a stream's events into `into` until `stop` aborts. */
-function collect(path: string, into: Sse[], stop: AbortSignal): Promise<void> {
-  return (async () => {
-    for await (const e of sse(service.base, path, stop)) into.push(e);
-  })();
-}
-
-test('mode=state: every lock first, then the latest state of each lock after a burst of changes', T, async () => {
-  const c = client(service.base);
-  const s = await c.session(30_000, 'stater');
-  const first = await c.acquire('st/held', { session: s });
-  const stop = new AbortController();
-  const seen: Sse[] = [];
-  const reading = collect('/v1/events?mode=state&prefix=st/', seen, stop.signal);
-  try {
-    await eventually('the initial state', () => seen.some((e) => e.event === 'state' && e.data.lockId === 'st/held'));
-    const initial = seen.find((e) => e.data.lockId === 'st/held')?.data;
-    assert.equal((initial?.holders as { token: string }[])[0]?.token, first.body.token);
-    let token: unknown;
-    for (let i = 0; i < 40; i += 1) {
-      const got = await c.acquire('st/burst', { session: s });
-      token = got.body.token;
-      if (i < 39) await c.release('st/burst', s, token);
-    }
-    const last = (): Record<string, unknown> | undefined => seen.filter((e) => e.data.lockId === 'st/burst').at(-1)?.data;
-    await eventually('the final state of st/burst', () => (last()?.holders as { token: string }[] | undefined)?.[0]?.token === token);
-    assert.deepEqual(Object.keys(last() ?? {}).sort(), ['holders', 'kind', 'lastToken', 'lockId', 'queue', 'waiters']);
-    assert.ok(
-      seen.every((e) => e.event === 'state'),
-      'a state stream sends states only',
-    );
-    await c.release('st/burst', s, token);
-    await eventually('st/burst free', () => (last()?.holders as unknown[]).length === 0);
-    await c.end(s);
-  } finally {
-    stop.abort();
-    await reading;
-  }
-});
+stateCases(() => service);
 
 /** A stream whose client reads nothing until `resume()`; then every event it got, in order. */
 function pausedStream(path: string): Promise<{ resume(): void; text(): string; events(): string[]; res: IncomingMessage }> {
