@@ -28,7 +28,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createLocker } from '../src/index.js';
 import { percentiles } from '../src/bench-matrix/stats.js';
 import { startRedis } from '../scripts/servers/redis.js';
-import { Http, startServiceProcess } from './serve-client.js';
+import { cpuMsOf, Http, startServiceProcess } from './serve-client.js';
 import { env, ms, rowA, rowB, rowC, type Target } from './serve-rows.js';
 
 const VIEWS = env('VIEWS', 100);
@@ -103,7 +103,13 @@ interface DState {
   readonly gaps: Record<'none' | ViewMode, number[]>;
   readonly grants: Record<'none' | ViewMode, number>;
   readonly events: Record<ViewMode, number>;
+  /** CPU ms spent during the rounds of each mode: the service, Redis, the views' process. */
+  readonly cpu: Record<'none' | ViewMode, { service: number; redis: number; views: number }>;
 }
+
+/** Where (d) reads CPU time: the service (per target), Redis and the views' process. */
+const pids = { redis: 0, views: 0 };
+const cpuOf = (pid: number | undefined): number => (pid ? cpuMsOf(pid) : 0);
 
 /** One round of (d) on one service, without views or with VIEWS streams of `mode`. */
 async function roundD(views: ChildProcess, d: DState, mode: 'none' | ViewMode): Promise<void> {
@@ -114,7 +120,12 @@ async function roundD(views: ChildProcess, d: DState, mode: 'none' | ViewMode): 
     await once(views, 'message');
     await sleep(500);
   }
+  const c0 = { service: cpuOf(d.target.pid), redis: cpuOf(pids.redis), views: cpuOf(pids.views) };
   const got = await contend(d.target.http, d.sessions);
+  const used = d.cpu[mode];
+  used.service += cpuOf(d.target.pid) - c0.service;
+  used.redis += cpuOf(pids.redis) - c0.redis;
+  used.views += cpuOf(pids.views) - c0.views;
   d.gaps[mode].push(...got.gaps);
   d.grants[mode] += got.grants;
   if (mode !== 'none') {
@@ -131,11 +142,14 @@ const MODES = (process.env.VIEW_MODES ?? 'page,raw').split(',') as ViewMode[];
 /** (d) hand-off with CONTENDERS on one lock, without views and with VIEWS streams of each mode, alternating (and across services). */
 async function rowD(targets: readonly Target[]): Promise<void> {
   const views: ChildProcess = fork(import.meta.filename, ['--views'], { execArgv: ['--import', 'tsx'] });
+  pids.views = views.pid ?? 0;
   const states: DState[] = [];
   for (const target of targets) {
     const sessions = await Promise.all(Array.from({ length: CONTENDERS }, () => target.http.session(120_000)));
     const gaps = { none: [], page: [], raw: [] };
-    states.push({ target, sessions, gaps, grants: { none: 0, page: 0, raw: 0 }, events: { page: 0, raw: 0 } });
+    const zero = () => ({ service: 0, redis: 0, views: 0 });
+    const cpu = { none: zero(), page: zero(), raw: zero() };
+    states.push({ target, sessions, gaps, grants: { none: 0, page: 0, raw: 0 }, events: { page: 0, raw: 0 }, cpu });
   }
   const modes = ['none', ...MODES] as const;
   for (let r = 0; r < VIEW_ROUNDS * modes.length; r++) {
@@ -146,15 +160,22 @@ async function rowD(targets: readonly Target[]): Promise<void> {
   for (const d of states) {
     const base = percentiles(d.gaps.none);
     const name = d.target.name;
+    // CPU as % of one core over the rounds of a mode, and per grant.
+    const cpu = (mode: 'none' | ViewMode): string => {
+      const c = d.cpu[mode];
+      const pct = (x: number): string => `${((x / (secs * 1000)) * 100).toFixed(0)} %`;
+      const per = (x: number): string => `${((x / Math.max(1, d.grants[mode])) * 1000).toFixed(0)} µs`;
+      return `CPU: service ${pct(c.service)} (${per(c.service)}/grant), redis ${pct(c.redis)}, views ${pct(c.views)}`;
+    };
     console.log(
-      `(d) ${name}, ${CONTENDERS} contenders, no views: hand-off ${ms(base)} p50 / p99, ${(d.grants.none / secs).toFixed(0)} grants/s`,
+      `(d) ${name}, ${CONTENDERS} contenders, no views: hand-off ${ms(base)} p50 / p99, ${(d.grants.none / secs).toFixed(0)} grants/s; ${cpu('none')}`,
     );
     for (const mode of MODES) {
       const p = percentiles(d.gaps[mode]);
       const how = mode === 'page' ? 'as the web view page (mode=state)' : 'raw /v1/events';
       console.log(
         `(d) ${name}, ${CONTENDERS} contenders, ${VIEWS} views ${how}: hand-off ${ms(p)} p50 / p99, ${(d.grants[mode] / secs).toFixed(0)} grants/s ` +
-          `(${d.events[mode]} events delivered); slowdown p50 ${((p.p50 / base.p50 - 1) * 100).toFixed(1)} %, grants/s ${((1 - d.grants[mode] / d.grants.none) * 100).toFixed(1)} % (target ≤ 10 %)`,
+          `(${d.events[mode]} events delivered); slowdown p50 ${((p.p50 / base.p50 - 1) * 100).toFixed(1)} %, grants/s ${((1 - d.grants[mode] / d.grants.none) * 100).toFixed(1)} % (target ≤ 10 %); ${cpu(mode)}`,
       );
     }
     for (const s of d.sessions) await d.target.http.call('DELETE', `/v1/sessions/${s}`);
@@ -165,6 +186,7 @@ async function main(): Promise<void> {
   const engine = process.argv[2] ?? 'redis';
   const rows = (process.argv[3] ?? 'a,b,c,d').split(',');
   const redis = engine === 'redis' ? await startRedis() : undefined;
+  pids.redis = redis?.nodes[0]?.pid ?? 0;
   const url = redis ? redis.url : engine === 'memory' ? 'memory://' : engine;
   const prof = process.env.SERVE_CPU_PROF;
   // SERVE_MAIN=<another checkout's src/cli/main.ts>: measure that service instead (row (c) of a change's before).
@@ -172,8 +194,8 @@ async function main(): Promise<void> {
   const http = new Http(service.base);
   const before = process.env.SERVE_BEFORE ? await startServiceProcess(url, [], process.env.SERVE_BEFORE) : undefined;
   const targets: Target[] = [
-    { name: 'service', http, base: service.base },
-    ...(before ? [{ name: 'service (before)', http: new Http(before.base), base: before.base }] : []),
+    { name: 'service', http, base: service.base, pid: service.child.pid ?? 0 },
+    ...(before ? [{ name: 'service (before)', http: new Http(before.base), base: before.base, pid: before.child.pid ?? 0 }] : []),
   ];
   console.log(
     `backend: ${engine === 'redis' ? `redis (harness, ${url})` : url}; service ${service.base} (own process); node ${process.version}`,

@@ -11,6 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Locker } from '../locker.js';
 import { diff, snapshot } from '../observe/diff.js';
 import type { WatchEvent } from '../observe/watch.js';
+import { raceAbort } from '../util/time.js';
 import { RESERVED_PREFIX } from './records.js';
 import { events as eventsSchema } from './schemas.js';
 import { ServeError } from './sessions.js';
@@ -151,7 +152,7 @@ function initialEvents(locker: Locker, prefix: string): Snapshot {
 /** `mode=state`: the state of every lock under `prefix` now, read once the feed follows changes. */
 function initialStates(locker: Locker, feed: StateFeed, prefix: string): Snapshot {
   return async (signal) => {
-    await feed.ready;
+    await raceAbort(feed.ready, signal);
     const infos = await listStates(locker, prefix, signal);
     feed.seen(infos);
     return infos.map(stateFrame).join('');

@@ -79,6 +79,7 @@ export class StateFeed {
 
   close(): void {
     this.#stop.abort();
+    this.#ready();
     clearTimeout(this.#timer);
     for (const t of this.#leases.values()) clearTimeout(t);
     this.#leases.clear();
