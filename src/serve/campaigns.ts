@@ -3,9 +3,10 @@
  * "Elections"). A waiting campaign is a long poll of its session on one replica; `resign`
  * may reach another. On the replica that answers the resign, the session's waiting campaigns
  * in that election are aborted at once; on the others they follow a marker record of the
- * session and election (a reserved lock id whose token the resign moves, which the engine
- * notifies like any lock's change). A withdrawn campaign gives up its queue entry as any
- * abandoned wait does and answers `409 CAMPAIGN_WITHDRAWN`.
+ * session and election (a reserved lock id whose token the resign moves), read whenever the
+ * backend's `waitForChange` for it returns (a notification or the engine's fallback poll). A
+ * withdrawn campaign gives up its queue entry as any abandoned wait does and answers
+ * `409 CAMPAIGN_WITHDRAWN`.
  */
 import { createHash } from 'node:crypto';
 import type { Locker } from '../locker.js';
