@@ -20,6 +20,8 @@ const READS_AT_ONCE = 32;
 const LEASE_SLACK_MS = 50;
 /** setTimeout's largest delay. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/** Least time between two resyncs of a feed (ms). */
+const RESYNC_GAP_MS = 1_000;
 
 /** One open stream, as a feed sees it. */
 export interface Listener {
@@ -55,6 +57,7 @@ export class StateFeed {
   /** Following by listing (no notifications): leases need no timers. */
   #polled = false;
   #lastAt = 0;
+  #lastResync = 0;
   #ready: () => void = () => undefined;
   /** Resolves once changes are followed: a listing read after it misses no change. */
   readonly ready = new Promise<void>((resolve) => (this.#ready = resolve));
@@ -100,7 +103,7 @@ export class StateFeed {
       else if (!subscribed) {
         subscribed = true;
         this.#ready();
-      } else await this.#resync(); // a lost subscription came back: changes may have been missed
+      } else await this.#resync(); // changes may have been missed (a subscription re-established, a change not named)
     }
   }
 
@@ -132,9 +135,13 @@ export class StateFeed {
 
   /** Every stream gets a `resync` and the whole state again (one listing, one Buffer for all). */
   async #resync(): Promise<void> {
+    // At most one a second: the notices that come meanwhile wait, and several `null`s are one.
+    const wait = this.#lastResync + RESYNC_GAP_MS - Date.now();
+    if (wait > 0) await sleep(wait, undefined, { signal: this.#stop.signal });
+    this.#lastResync = Date.now();
     const infos = await listStates(this.locker, this.prefix, this.#stop.signal);
     this.seen(infos);
-    const text = `event: resync\ndata: {"reason":"the replica's subscription to changes was re-established"}\n\n${infos.map(stateFrame).join('')}`;
+    const text = `event: resync\ndata: {"reason":"the replica may have missed changes"}\n\n${infos.map(stateFrame).join('')}`;
     this.#send(Buffer.from(text));
   }
 
