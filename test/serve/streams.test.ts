@@ -7,9 +7,9 @@
 import assert from 'node:assert/strict';
 import { get, type IncomingMessage } from 'node:http';
 import { after, before, test } from 'node:test';
-import { createLocker, type Locker } from '../../src/index.js';
+import { createLocker, type Lock, type Locker } from '../../src/index.js';
 import { eventually } from '../helpers.js';
-import { startService, type Service } from './service.js';
+import { sse, startService, type Service } from './service.js';
 import { stateCases } from './stream-cases.js';
 
 const T = { timeout: 120_000 };
@@ -56,14 +56,31 @@ for (const mode of ['events', 'state'] as const) {
     const stream = await pausedStream(`/v1/events?mode=${mode}&prefix=${prefix}`);
     const ids = Array.from({ length: 1000 }, (_, i) => `${prefix}${'x'.repeat(200)}/${i}`);
     let changes = 0;
+    // A client that reads, on the same prefix: each phase of a round goes on once it got the
+    // phase's frames, so the paused stream was sent them too (no sleep guesses a poll's timing).
+    const stop = new AbortController();
+    let seen = 0;
+    const reading = (async () => {
+      for await (const e of sse(service.base, `/v1/events?mode=${mode}&prefix=${prefix}`, stop.signal))
+        if (e.data.lockId !== undefined) seen += 1;
+    })();
+    const phase = async (what: string, work: () => Promise<unknown>): Promise<void> => {
+      const from = seen;
+      await work();
+      await eventually(what, () => seen >= from + ids.length);
+    };
     // About 1 KB an event: each round is about 2 MB of changes, far more than the stream's
     // bound plus what the kernel's socket buffers absorb (a few MB on loopback).
-    for (let round = 0; round < 8; round += 1) {
-      const held = await Promise.all(ids.map((id) => bulky.tryLock(id, { ttlMs: 60_000 })));
-      await new Promise((r) => setTimeout(r, 120)); // seen by a poll of the watch
-      await Promise.all(held.map((l) => l?.release()));
-      await new Promise((r) => setTimeout(r, 120));
-      changes += 2 * ids.length;
+    try {
+      for (let round = 0; round < 8; round += 1) {
+        let held: (Lock | null)[] = [];
+        await phase('the holds sent', async () => (held = await Promise.all(ids.map((id) => bulky.tryLock(id, { ttlMs: 60_000 })))));
+        await phase('the releases sent', () => Promise.all(held.map((l) => l?.release())));
+        changes += 2 * ids.length;
+      }
+    } finally {
+      stop.abort();
+      await reading;
     }
     const final = await bulky.tryLock(`${prefix}final`, { ttlMs: 60_000 });
     assert.ok(final);
