@@ -82,18 +82,22 @@ export function lockRoutes(app: FastifyInstance, deps: RouteDeps): void {
   app.post('/v1/locks/:lockId/acquire', { schema: S.acquire, config: LOCK }, async (request, reply) => {
     const lockId = checkLockId((request.params as Params).lockId);
     const b = request.body as { session: string; waitMs?: number; fair?: boolean; kind?: LockKind; permits?: number; requestId?: string };
-    const session = await ownSession(deps, request, b.session);
     const kind = b.kind ?? 'mutex';
     if (kind === 'semaphore' && b.permits === undefined) throw new ServeError(400, 'INVALID_ARGUMENT', 'a semaphore needs permits');
     const input = { session: b.session, lockId, waitMs: b.waitMs ?? 0, fair: b.fair ?? false, kind, permits: b.permits ?? 1 };
-    return deps.holds.acquire(b.requestId === undefined ? input : { ...input, requestId: b.requestId }, gone(reply), session);
+    // The session's read goes out now; a session this replica knows lets the attempt go beside it.
+    const session = ownSession(deps, request, b.session);
+    const early = deps.sessions.known(b.session, deps.clientOf(request));
+    return deps.holds.acquire(b.requestId === undefined ? input : { ...input, requestId: b.requestId }, gone(reply), session, early);
   });
   app.post('/v1/locks/:lockId/release', { schema: S.release, config: LOCK }, async (request) => {
     const lockId = checkLockId((request.params as Params).lockId);
     const b = request.body as HoldBody;
-    // The session's check and the hold's lookup are both reads: sent at once (one round trip).
+    // The session's check and the hold's lookup are one read (or two at once); a hold this
+    // replica granted is released beside it (docs/serve.md, "Design").
     const session = ownSession(deps, request, b.session);
-    return { released: await deps.holds.release(b.session, lockId, BigInt(b.token), session) };
+    const early = deps.sessions.known(b.session, deps.clientOf(request));
+    return { released: await deps.holds.release(b.session, lockId, BigInt(b.token), session, early) };
   });
   app.post('/v1/locks/:lockId/extend', { schema: S.extend, config: LOCK }, async (request) => {
     const lockId = checkLockId((request.params as Params).lockId);
