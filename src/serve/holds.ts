@@ -9,7 +9,10 @@ import type { AcquireRequest, AcquireResult, Backend, Grant, LockKind } from '..
 import { LockTimeoutError, UnsupportedError } from '../errors.js';
 import { raceAbort } from '../util/time.js';
 import { encodeIdentity, randomId } from './records.js';
-import { noSession, ServeError, type HoldInfo, type SessionInfo, type Sessions } from './sessions.js';
+import { leaseOf, noSession, ServeError, type HoldInfo, type SessionInfo, type Sessions } from './sessions.js';
+
+/** The route's read of a session (its client checked), made when it is needed. */
+export type SessionRead = () => Promise<SessionInfo>;
 
 /** An acquire request as the route validated it. */
 export interface AcquireInput {
@@ -62,18 +65,18 @@ export class Holds {
   }
 
   /**
-   * Acquire for a session; a retry with the same requestId answers the same grant.
-   * `reading`: the route's read of the session, in flight. `early`: the session's fixed
-   * attributes as this replica knows them (Sessions.known): the first attempt then goes out
-   * beside the read, and is given back if the read finds no session.
+   * Acquire for a session; a retry with the same requestId answers the same grant. `read`:
+   * the route's read of the session. `early`: the session's fixed attributes as this replica
+   * knows them (Sessions.known): the first attempt then goes out beside the read, and is
+   * given back if the read finds no session.
    */
-  async acquire(input: AcquireInput, signal: AbortSignal, reading?: Promise<SessionInfo>, early?: SessionInfo): Promise<GrantView> {
-    reading?.catch(() => undefined); // a retry joining the first leaves the read unused
-    if (input.requestId === undefined) return this.#acquireOnce(input, signal, reading, early);
+  async acquire(input: AcquireInput, signal: AbortSignal, read?: SessionRead, early?: SessionInfo): Promise<GrantView> {
+    const reader = read ?? ((): Promise<SessionInfo> => this.#sessions.get(input.session));
+    if (input.requestId === undefined) return this.#acquireOnce(input, signal, reader, early);
     const key = `${input.session}/${input.requestId}`;
     const running = this.#inflight.get(key);
     if (running) return raceAbort(running, signal);
-    const p = this.#acquireOnce(input, signal, reading, undefined);
+    const p = this.#acquireOnce(input, signal, reader, undefined);
     this.#inflight.set(key, p);
     try {
       return await p;
@@ -83,39 +86,35 @@ export class Holds {
   }
 
   /**
-   * Release the session's hold of `lockId` with `token`. `reading`: the route's read of the
-   * session, in flight; `early` as for acquire: a hold this replica granted is then released
-   * (and its marker removed) beside the read, in one round trip.
+   * Release the session's hold of `lockId` with `token`. `read`: the route's read of the
+   * session; `early` as for acquire: a hold this replica granted is then released and its
+   * marker removed at once, and the session is read only when the hold was no longer held.
    */
-  async release(session: string, lockId: string, token: bigint, reading?: Promise<SessionInfo>, early?: SessionInfo): Promise<boolean> {
+  async release(session: string, lockId: string, token: bigint, read?: SessionRead, early?: SessionInfo): Promise<boolean> {
+    const reader = read ?? ((): Promise<SessionInfo> => this.#sessions.get(session));
     const key = holdKey(session, lockId, token);
     const mine = early === undefined ? undefined : this.#granted.get(key);
     this.#granted.delete(key);
-    if (mine !== undefined) return this.#releaseMine(mine, reading ?? this.#sessions.get(session));
-    const [, hold] = await this.#find(session, lockId, token, reading);
+    this.#sessions.changed(session);
+    if (mine !== undefined) {
+      const [released, forgot] = await Promise.allSettled([this.#backend.release(mine.grant), this.#sessions.forget(mine)]);
+      if (released.status === 'rejected') throw released.reason;
+      if (forgot.status === 'rejected') throw forgot.reason;
+      if (released.value) return true;
+      // No longer held (its lease ended): the answer is the session's, as below.
+      await reader();
+      return false;
+    }
+    const [, hold] = await this.#find(session, lockId, token, reader());
     const [released] = await Promise.all([this.#backend.release(hold.grant), this.#sessions.forget(hold)]);
     return released;
-  }
-
-  /** Release a hold this replica granted, its marker's removal and the session's read at once. */
-  async #releaseMine(mine: HoldInfo, reading: Promise<SessionInfo>): Promise<boolean> {
-    const [info, released, forgot] = await Promise.allSettled([reading, this.#backend.release(mine.grant), this.#sessions.forget(mine)]);
-    if (info.status === 'rejected') throw info.reason;
-    if (released.status === 'rejected') throw released.reason;
-    if (forgot.status === 'rejected') throw forgot.reason;
-    const now = info.value.holds?.find((h) => h.lockId === mine.lockId && h.token === mine.token);
-    if (now === undefined && info.value.holds !== undefined && !released.value) throw notHeld(info.value.id, mine.lockId, mine.token);
-    // Another replica may have rolled the marker meanwhile: its newer holders go too.
-    const rest = now?.markerOwners.filter((o) => !mine.markerOwners.includes(o)) ?? [];
-    if (now !== undefined && rest.length > 0) await this.#sessions.forget({ ...now, markerOwners: rest });
-    return released.value;
   }
 
   /** Extend the session's hold of `lockId` by the session's ttl (a keepalive does it for all). */
   async extend(session: string, lockId: string, token: bigint, reading?: Promise<SessionInfo>): Promise<GrantView> {
     const [info, hold] = await this.#find(session, lockId, token, reading);
     try {
-      await this.#backend.extend(hold.grant, info.ttlMs);
+      await this.#backend.extend(hold.grant, leaseOf(info.ttlMs));
     } catch (err) {
       await this.#sessions.forget(hold).catch(() => undefined);
       throw err;
@@ -141,8 +140,8 @@ export class Holds {
     return hold;
   }
 
-  async #acquireOnce(input: AcquireInput, signal: AbortSignal, reading?: Promise<SessionInfo>, early?: SessionInfo): Promise<GrantView> {
-    const read = reading ?? this.#sessions.get(input.session);
+  async #acquireOnce(input: AcquireInput, signal: AbortSignal, reader: SessionRead, early: SessionInfo | undefined): Promise<GrantView> {
+    const read = reader();
     read.catch(() => undefined); // awaited below, or by the first attempt when it goes out early
     const session = early ?? (await read);
     if (input.requestId !== undefined) {
@@ -171,6 +170,7 @@ export class Holds {
         throw err;
       }
       this.#granted.set(holdKey(session.id, grant.lockId, grant.token), hold);
+      this.#sessions.changed(session.id);
       if (this.#granted.size > MAX_GRANTED) this.#granted.delete(this.#granted.keys().next().value as string);
       return view(session, grant, input.requestId);
     } finally {
@@ -266,7 +266,7 @@ function request(session: SessionInfo, input: AcquireInput, signal: AbortSignal)
     permits: input.kind === 'semaphore' ? input.permits : 1,
     ownerId: `${input.participant === undefined ? '' : `${input.participant}#`}${session.id}.${input.requestId ?? randomId(9)}`,
     freshOwner: true,
-    ttlMs: session.ttlMs,
+    ttlMs: leaseOf(session.ttlMs),
     fair: input.fair,
     lockDelayMs: 0,
     wait: input.waitMs > 0,

@@ -23,9 +23,19 @@ const HOST = hostname();
 /** Lock ids under this prefix belong to the service; clients may not lock or list them. */
 export const RESERVED_PREFIX = 'locksmith-serve/';
 
+/** Random bytes drawn 4 KiB at a time: each draw is a system call, and ids are made per request. */
+const POOL_BYTES = 4096;
+let pool = Buffer.alloc(0);
+let used = POOL_BYTES;
+
 /** A random id for sessions and owners: 16 bytes, base64url. */
 export function randomId(bytes = 16): string {
-  return randomBytes(bytes).toString('base64url');
+  if (used + bytes > pool.length) {
+    pool = randomBytes(Math.max(POOL_BYTES, bytes));
+    used = 0;
+  }
+  used += bytes;
+  return pool.toString('base64url', used - bytes, used);
 }
 
 /** The identity string a record or a hold is written with (the wire form of observe/identity.ts). */

@@ -71,6 +71,15 @@ const INDEX_PREFIX = `${RESERVED_PREFIX}i/`;
 const INDEX_PERMITS = 100_000;
 const indexLock = (id: string): string => `${INDEX_PREFIX}${id}`;
 const permitsOf = (record: string): number => (record.startsWith(INDEX_PREFIX) ? INDEX_PERMITS : 2);
+/**
+ * A session's record and holds are given leases of its ttl plus this share of it, and a
+ * replica that renewed a session answers its keepalives from memory for this share of the
+ * ttl: whichever replica answers, the record and every hold then outlive the last keepalive
+ * by at least the ttl, and by at most 1.25 ttls (docs/serve.md, "Design").
+ */
+export const RENEW_SLACK = 0.25;
+/** The lease a session's record and holds are given: its ttl and the slack. */
+export const leaseOf = (ttlMs: number): number => Math.ceil(ttlMs * (1 + RENEW_SLACK));
 /** How many sessions' fixed attributes a replica keeps (Sessions.#known). */
 const MAX_KNOWN = 100_000;
 
@@ -99,6 +108,8 @@ export class Sessions {
    * lets an acquire attempt go out beside the session's read (docs/serve.md, "Design").
    */
   readonly #known = new Map<string, SessionInfo>();
+  /** Sessions this replica renewed: until when (performance.now()) a keepalive is answered from memory. */
+  readonly #renewed = new Map<string, { readonly until: number; readonly holds: number }>();
 
   constructor(locker: Locker, backend: Backend) {
     this.#locker = locker;
@@ -121,10 +132,12 @@ export class Sessions {
     const id = randomId();
     const info = { id, name: name ?? 'session', ttlMs, owners: [], ...(meta ? { meta } : {}), ...(client ? { client } : {}) };
     const record = this.#record(id);
-    const grant = await this.#records.writeGrant(record, id, ttlMs, sessionIdentity(info), permitsOf(record));
+    const started = performance.now();
+    const grant = await this.#records.writeGrant(record, id, leaseOf(ttlMs), sessionIdentity(info), permitsOf(record));
     if (!grant) throw new LocksmithError('BACKEND_UNAVAILABLE', `could not write the record of session '${id}'`);
     if (this.#indexed) await this.#mark(record, grant, undefined);
     this.#remember(info);
+    this.#renewed.set(id, { until: started + ttlMs * RENEW_SLACK, holds: 0 });
     return info;
   }
 
@@ -187,12 +200,13 @@ export class Sessions {
    * were gone. `known`: the session as the route just read it (not read again).
    */
   async keepalive(id: string, known?: SessionInfo): Promise<{ session: SessionInfo; holds: number; lost: HoldInfo[] }> {
-    // The holds are read with the session: a hold made after this read has a whole ttl anyway.
+    const started = performance.now();
+    // The holds are read with the session: a hold made after this read has a whole lease anyway.
     const [session, listed] = await Promise.all([known ?? this.get(id), this.#indexed ? undefined : this.holds(id)]);
     const current = session.holds ?? listed ?? [];
     const [renewed, ...extended] = await Promise.allSettled([
       this.#renew(session),
-      ...current.map((h) => this.#backend.extend(h.grant, session.ttlMs)),
+      ...current.map((h) => this.#backend.extend(h.grant, leaseOf(session.ttlMs))),
     ]);
     if (renewed?.status === 'rejected') {
       if (!isLocksmithError(renewed.reason, 'LOCK_LOST')) throw renewed.reason;
@@ -213,7 +227,25 @@ export class Sessions {
         await this.forget(hold);
       }
     }
+    this.#renewed.set(id, { until: started + session.ttlMs * RENEW_SLACK, holds });
+    if (this.#renewed.size > MAX_KNOWN) this.#renewed.delete(this.#renewed.keys().next().value as string);
     return { session, holds, lost };
+  }
+
+  /**
+   * A keepalive answered from memory: the session's fixed attributes and its holds as of
+   * this replica's renewal, when that was less than RENEW_SLACK × ttl ago (the record and
+   * the holds then have more than a ttl left); undefined when a renewal is due.
+   */
+  recent(id: string, client: string | undefined): { session: SessionInfo; holds: number } | undefined {
+    const r = this.#renewed.get(id);
+    const session = this.known(id, client);
+    return r !== undefined && session !== undefined && performance.now() < r.until ? { session, holds: r.holds } : undefined;
+  }
+
+  /** The session's holds changed through this replica: its next keepalive renews (and counts) again. */
+  changed(id: string): void {
+    this.#renewed.delete(id);
   }
 
   /** Renew the record: in place by its own marker's grant, else (no marker) by rolling it. */
@@ -221,10 +253,11 @@ export class Sessions {
     const own = session.own;
     if (own === undefined) {
       const record = this.#record(session.id);
-      await this.#records.roll(record, session.id, session.ttlMs, sessionIdentity(session), session.owners, permitsOf(record));
+      const lease = leaseOf(session.ttlMs);
+      await this.#records.roll(record, session.id, lease, sessionIdentity(session), session.owners, permitsOf(record));
       return;
     }
-    await this.#backend.extend(own.grant, session.ttlMs);
+    await this.#backend.extend(own.grant, leaseOf(session.ttlMs));
     if (own.markerLeftMs !== undefined && own.markerLeftMs < MARKER_TTL_MS / 2) await this.#rollMarker(own);
   }
 
@@ -240,6 +273,7 @@ export class Sessions {
     const record = this.#record(id);
     await this.#records.removeOwners(record, session.owners, permitsOf(record));
     this.#known.delete(id);
+    this.#renewed.delete(id);
     return released;
   }
 
