@@ -141,9 +141,11 @@ export class Holds {
   }
 
   async #acquireOnce(input: AcquireInput, signal: AbortSignal, reader: SessionRead, early: SessionInfo | undefined): Promise<GrantView> {
-    const read = reader();
-    read.catch(() => undefined); // awaited below, or by the first attempt when it goes out early
-    const session = early ?? (await read);
+    // A session this replica renewed less than a quarter ttl ago is not read at all.
+    const fresh = input.requestId === undefined && early !== undefined && this.#sessions.alive(early.id, early.client) !== undefined;
+    const read = fresh ? undefined : reader();
+    read?.catch(() => undefined); // awaited below, or by the first attempt when it goes out early
+    const session = early ?? (await (read as Promise<SessionInfo>));
     if (input.requestId !== undefined) {
       const holds = session.holds ?? (await this.#sessions.holds(session.id));
       const earlier = holds.find((h) => h.requestId === input.requestId && h.lockId === input.lockId);

@@ -108,8 +108,11 @@ export class Sessions {
    * lets an acquire attempt go out beside the session's read (docs/serve.md, "Design").
    */
   readonly #known = new Map<string, SessionInfo>();
-  /** Sessions this replica renewed: until when (performance.now()) a keepalive is answered from memory. */
-  readonly #renewed = new Map<string, { readonly until: number; readonly holds: number }>();
+  /**
+   * Sessions this replica wrote or renewed: until when (performance.now()) their record
+   * surely outlives a ttl, and their holds' count then (undefined once they changed here).
+   */
+  readonly #renewed = new Map<string, { readonly until: number; readonly holds: number | undefined }>();
 
   constructor(locker: Locker, backend: Backend) {
     this.#locker = locker;
@@ -239,13 +242,24 @@ export class Sessions {
    */
   recent(id: string, client: string | undefined): { session: SessionInfo; holds: number } | undefined {
     const r = this.#renewed.get(id);
-    const session = this.known(id, client);
-    return r !== undefined && session !== undefined && performance.now() < r.until ? { session, holds: r.holds } : undefined;
+    const session = this.alive(id, client);
+    return r?.holds !== undefined && session !== undefined ? { session, holds: r.holds } : undefined;
+  }
+
+  /**
+   * The session's fixed attributes, with no read, when this replica wrote or renewed its
+   * record less than RENEW_SLACK × ttl ago (so that it has more than a ttl left, unless it
+   * was deleted through another replica meanwhile: docs/serve.md, "Design").
+   */
+  alive(id: string, client: string | undefined): SessionInfo | undefined {
+    const r = this.#renewed.get(id);
+    return r !== undefined && performance.now() < r.until ? this.known(id, client) : undefined;
   }
 
   /** The session's holds changed through this replica: its next keepalive renews (and counts) again. */
   changed(id: string): void {
-    this.#renewed.delete(id);
+    const r = this.#renewed.get(id);
+    if (r !== undefined) this.#renewed.set(id, { until: r.until, holds: undefined });
   }
 
   /** Renew the record: in place by its own marker's grant, else (no marker) by rolling it. */
