@@ -9,8 +9,8 @@
  *     release is sent; from that send to the waiter's answer (HANDOFFS samples), with the
  *     library's hand-off (lock() of a second locker) in alternating rounds;
  * (c) SESSIONS (1,000) sessions, each holding one lock, keeping alive once a second: the
- *     service process's CPU (/proc/<pid>/stat) as % of one core over CPU_SECONDS, against
- *     the same window idle;
+ *     service process's CPU (/proc/<pid>/stat) as % of one core over CPU_SECONDS (30: two
+ *     of the service's renewal periods), against IDLE_SECONDS (5) idle;
  * (d) CONTENDERS (64) sharing one lock with 0 and with VIEWS (100) SSE connections to
  *     /v1/events (opened by a second process, as browsers would), in VIEW_ROUNDS alternating
  *     rounds each of ROUND_SECONDS: the hand-off (release sent → next grant answered) p50/p99
