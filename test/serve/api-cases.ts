@@ -99,6 +99,18 @@ function renewalCases(base: () => string): void {
     assert.equal((await c.keepalive(s)).body.code, 'SESSION_NOT_FOUND');
     assert.equal((await c.acquire(`${id}-after`, { session: s })).body.code, 'SESSION_NOT_FOUND');
   });
+
+  test('an expired session the replica knew: its acquire of a free lock is refused and leaves no holder', T, async () => {
+    const c = client(base());
+    const id = `${fresh()}job`;
+    const s = await c.session(1_000);
+    // Its hold, taken after the record was written, ends after the record: then both are gone.
+    assert.equal((await c.acquire(`${id}-first`, { session: s })).status, 200);
+    await eventually('expired', async () => ((await c.inspect(`${id}-first`)).body.holders as unknown[]).length === 0);
+    // The attempt goes out beside the session's read (docs/serve.md, "Design"): it must be given back.
+    assert.equal((await c.acquire(id, { session: s })).body.code, 'SESSION_NOT_FOUND');
+    assert.deepEqual((await c.inspect(id)).body.holders, []);
+  });
 }
 
 function sessionCases(base: () => string): void {
