@@ -180,7 +180,8 @@ export class Sessions {
 
   #remember(info: SessionInfo): void {
     if (this.#known.has(info.id)) return;
-    const { holds: _h, own: _o, ...fixed } = info;
+    // What a request needs (id, name, ttl, client): the meta, up to a kilobyte, is not kept.
+    const { holds: _h, own: _o, meta: _m, ...fixed } = info;
     this.#known.set(info.id, { ...fixed, owners: [] });
     if (this.#known.size > MAX_KNOWN) this.#known.delete(this.#known.keys().next().value as string);
   }
