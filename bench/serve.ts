@@ -9,8 +9,8 @@
  *     release is sent; from that send to the waiter's answer (HANDOFFS samples), with the
  *     library's hand-off (lock() of a second locker) in alternating rounds;
  * (c) SESSIONS (1,000) sessions, each holding one lock, keeping alive once a second: the
- *     service process's CPU (/proc/<pid>/stat) as % of one core over CPU_SECONDS, against
- *     the same window idle;
+ *     service process's CPU (/proc/<pid>/stat) as % of one core over CPU_SECONDS (30: two
+ *     of the service's renewal periods), against IDLE_SECONDS (5) idle;
  * (d) CONTENDERS (64) sharing one lock with 0 and with VIEWS (100) streams opened by a
  *     second process: as the web view page connects (its HTML, then `/v1/events?mode=state`)
  *     and as raw `/v1/events` clients (VIEW_MODES=page,raw), in VIEW_ROUNDS alternating
