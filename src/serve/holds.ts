@@ -5,11 +5,14 @@
  * away, or when the session is found expired. A granted hold's lease is the session's ttl,
  * renewed only by the session's keepalive.
  */
-import type { AcquireRequest, Backend, Grant, LockKind } from '../backend.js';
+import type { AcquireRequest, AcquireResult, Backend, Grant, LockKind } from '../backend.js';
 import { LockTimeoutError, UnsupportedError } from '../errors.js';
 import { raceAbort } from '../util/time.js';
 import { encodeIdentity, randomId } from './records.js';
-import { noSession, ServeError, type HoldInfo, type SessionInfo, type Sessions } from './sessions.js';
+import { leaseOf, noSession, ServeError, type HoldInfo, type SessionInfo, type Sessions } from './sessions.js';
+
+/** The route's read of a session (its client checked), made when it is needed. */
+export type SessionRead = () => Promise<SessionInfo>;
 
 /** An acquire request as the route validated it. */
 export interface AcquireInput {
@@ -40,6 +43,8 @@ export interface GrantView {
 
 /** How often a long poll looks whether its session is still alive (ms, at most). */
 const SESSION_CHECK_MS = 1_000;
+/** How many granted holds a replica remembers (Holds.#granted: a saving, never needed). */
+const MAX_GRANTED = 100_000;
 
 /** Acquisitions of sessions, with the per-replica bookkeeping of waits and retried requests. */
 export class Holds {
@@ -48,6 +53,8 @@ export class Holds {
   readonly #maxWaits: number;
   /** Waits in flight per session, on this replica. */
   readonly #waits = new Map<string, number>();
+  /** The holds this replica granted, by session, lock and token: released in one round trip. */
+  readonly #granted = new Map<string, HoldInfo>();
   /** Acquisitions in flight by `session/requestId`: a retry joins the first. */
   readonly #inflight = new Map<string, Promise<GrantView>>();
 
@@ -58,15 +65,18 @@ export class Holds {
   }
 
   /**
-   * Acquire for a session; a retry with the same requestId answers the same grant. `known`:
-   * the session as the route just read it (not read again).
+   * Acquire for a session; a retry with the same requestId answers the same grant. `read`:
+   * the route's read of the session. `early`: the session's fixed attributes as this replica
+   * knows them (Sessions.known): the first attempt then goes out beside the read, and is
+   * given back if the read finds no session.
    */
-  async acquire(input: AcquireInput, signal: AbortSignal, known?: SessionInfo): Promise<GrantView> {
-    if (input.requestId === undefined) return this.#acquireOnce(input, signal, known);
+  async acquire(input: AcquireInput, signal: AbortSignal, read?: SessionRead, early?: SessionInfo): Promise<GrantView> {
+    const reader = read ?? ((): Promise<SessionInfo> => this.#sessions.get(input.session));
+    if (input.requestId === undefined) return this.#acquireOnce(input, signal, reader, early);
     const key = `${input.session}/${input.requestId}`;
     const running = this.#inflight.get(key);
     if (running) return raceAbort(running, signal);
-    const p = this.#acquireOnce(input, signal, known);
+    const p = this.#acquireOnce(input, signal, reader, undefined);
     this.#inflight.set(key, p);
     try {
       return await p;
@@ -75,19 +85,36 @@ export class Holds {
     }
   }
 
-  /** Release the session's hold of `lockId` with `token`; `known`: the route's read of the session, in flight. */
-  async release(session: string, lockId: string, token: bigint, known?: Promise<SessionInfo>): Promise<boolean> {
-    const [, hold] = await both(known ?? this.#sessions.get(session), this.#held(session, lockId, token));
-    const released = await this.#backend.release(hold.grant);
-    await this.#sessions.forget(hold);
+  /**
+   * Release the session's hold of `lockId` with `token`. `read`: the route's read of the
+   * session; `early` as for acquire: a hold this replica granted is then released and its
+   * marker removed at once, and the session is read only when the hold was no longer held.
+   */
+  async release(session: string, lockId: string, token: bigint, read?: SessionRead, early?: SessionInfo): Promise<boolean> {
+    const reader = read ?? ((): Promise<SessionInfo> => this.#sessions.get(session));
+    const key = holdKey(session, lockId, token);
+    const mine = early === undefined ? undefined : this.#granted.get(key);
+    this.#granted.delete(key);
+    this.#sessions.changed(session);
+    if (mine !== undefined) {
+      const [released, forgot] = await Promise.allSettled([this.#backend.release(mine.grant), this.#sessions.forget(mine)]);
+      if (released.status === 'rejected') throw released.reason;
+      if (forgot.status === 'rejected') throw forgot.reason;
+      if (released.value) return true;
+      // No longer held (its lease ended): the answer is the session's, as below.
+      await reader();
+      return false;
+    }
+    const [, hold] = await this.#find(session, lockId, token, reader());
+    const [released] = await Promise.all([this.#backend.release(hold.grant), this.#sessions.forget(hold)]);
     return released;
   }
 
   /** Extend the session's hold of `lockId` by the session's ttl (a keepalive does it for all). */
-  async extend(session: string, lockId: string, token: bigint, known?: Promise<SessionInfo>): Promise<GrantView> {
-    const [info, hold] = await both(known ?? this.#sessions.get(session), this.#held(session, lockId, token));
+  async extend(session: string, lockId: string, token: bigint, reading?: Promise<SessionInfo>): Promise<GrantView> {
+    const [info, hold] = await this.#find(session, lockId, token, reading);
     try {
-      await this.#backend.extend(hold.grant, info.ttlMs);
+      await this.#backend.extend(hold.grant, leaseOf(info.ttlMs));
     } catch (err) {
       await this.#sessions.forget(hold).catch(() => undefined);
       throw err;
@@ -95,16 +122,33 @@ export class Holds {
     return view(info, hold.grant, hold.requestId);
   }
 
+  /** The session and its hold: one read where the session's record has its holds (an index), else two at once. */
+  async #find(session: string, lockId: string, token: bigint, reading?: Promise<SessionInfo>): Promise<[SessionInfo, HoldInfo]> {
+    const read = reading ?? this.#sessions.get(session);
+    if (this.#sessions.indexed) {
+      const info = await read;
+      const hold = info.holds?.find((h) => h.lockId === lockId && h.token === token);
+      if (!hold) throw notHeld(session, lockId, token);
+      return [info, hold];
+    }
+    return both(read, this.#held(session, lockId, token));
+  }
+
   async #held(session: string, lockId: string, token: bigint): Promise<HoldInfo> {
     const hold = await this.#sessions.hold(session, lockId, token);
-    if (!hold) throw new ServeError(409, 'LOCK_NOT_HELD', `session '${session}' holds no lock '${lockId}' with token ${token}`);
+    if (!hold) throw notHeld(session, lockId, token);
     return hold;
   }
 
-  async #acquireOnce(input: AcquireInput, signal: AbortSignal, known: SessionInfo | undefined): Promise<GrantView> {
-    const session = known ?? (await this.#sessions.get(input.session));
+  async #acquireOnce(input: AcquireInput, signal: AbortSignal, reader: SessionRead, early: SessionInfo | undefined): Promise<GrantView> {
+    // A session this replica renewed less than a quarter ttl ago is not read at all.
+    const fresh = input.requestId === undefined && early !== undefined && this.#sessions.alive(early.id, early.client) !== undefined;
+    const read = fresh ? undefined : reader();
+    read?.catch(() => undefined); // awaited below, or by the first attempt when it goes out early
+    const session = early ?? (await (read as Promise<SessionInfo>));
     if (input.requestId !== undefined) {
-      const earlier = (await this.#sessions.holds(session.id)).find((h) => h.requestId === input.requestId && h.lockId === input.lockId);
+      const holds = session.holds ?? (await this.#sessions.holds(session.id));
+      const earlier = holds.find((h) => h.requestId === input.requestId && h.lockId === input.lockId);
       if (earlier) return view(session, earlier.grant, input.requestId);
     }
     this.#checkCapabilities(input);
@@ -114,18 +158,22 @@ export class Holds {
     }
     this.#waits.set(session.id, waits + 1);
     try {
-      const grant = await this.#wait(session, input, signal);
+      const grant = await this.#wait(session, input, signal, early === undefined ? undefined : read);
       if (signal.aborted) {
         // Granted as the client went away: nobody would know of this hold, so give it back.
         await this.#backend.release(grant).catch(() => undefined);
         throw signal.reason;
       }
+      let hold: HoldInfo;
       try {
-        await this.#sessions.remember(session, grant, input.requestId);
+        hold = await this.#sessions.remember(session, grant, input.requestId);
       } catch (err) {
         await this.#backend.release(grant).catch(() => undefined);
         throw err;
       }
+      this.#granted.set(holdKey(session.id, grant.lockId, grant.token), hold);
+      this.#sessions.changed(session.id);
+      if (this.#granted.size > MAX_GRANTED) this.#granted.delete(this.#granted.keys().next().value as string);
       return view(session, grant, input.requestId);
     } finally {
       const left = (this.#waits.get(session.id) ?? 1) - 1;
@@ -143,7 +191,7 @@ export class Holds {
   }
 
   /** The long poll: attempts until granted, `waitMs` passed, the client left or the session ended. */
-  async #wait(session: SessionInfo, input: AcquireInput, signal: AbortSignal): Promise<Grant> {
+  async #wait(session: SessionInfo, input: AcquireInput, signal: AbortSignal, pending?: Promise<SessionInfo>): Promise<Grant> {
     const deadline = performance.now() + input.waitMs;
     const checkEvery = Math.min(SESSION_CHECK_MS, session.ttlMs / 2);
     let checked = performance.now();
@@ -152,8 +200,14 @@ export class Holds {
       for (;;) {
         signal.throwIfAborted();
         const got = await this.#backend.tryAcquire(req);
+        if (!got.granted) req = { ...req, ticket: got.contended.ticket };
+        if (pending !== undefined) {
+          // The first attempt went out beside the session's read: it stands only if the session does.
+          const read = pending;
+          pending = undefined;
+          await confirmed(read, got, this.#backend);
+        }
         if (got.granted) return got.grant;
-        req = { ...req, ticket: got.contended.ticket };
         const left = deadline - performance.now();
         if (left <= 0) throw new LockTimeoutError(input.lockId, input.waitMs);
         await this.#pause(input.lockId, req.ticket, Math.min(left, checked + checkEvery - performance.now()), signal);
@@ -183,6 +237,22 @@ export class Holds {
   }
 }
 
+/** The read of a session whose first attempt went out beside it; a grant is given back when it fails. */
+async function confirmed(read: Promise<SessionInfo>, got: AcquireResult, backend: Backend): Promise<void> {
+  try {
+    await read;
+  } catch (err) {
+    if (got.granted) await backend.release(got.grant).catch(() => undefined);
+    throw err;
+  }
+}
+
+const holdKey = (session: string, lockId: string, token: bigint): string => `${session}\u0000${lockId}\u0000${token}`;
+
+function notHeld(session: string, lockId: string, token: bigint): ServeError {
+  return new ServeError(409, 'LOCK_NOT_HELD', `session '${session}' holds no lock '${lockId}' with token ${token}`);
+}
+
 /** Two reads at once; the session's error first whichever fails first (an unknown session is SESSION_NOT_FOUND). */
 async function both(session: Promise<SessionInfo>, hold: Promise<HoldInfo>): Promise<[SessionInfo, HoldInfo]> {
   const [s, h] = await Promise.allSettled([session, hold]);
@@ -198,7 +268,7 @@ function request(session: SessionInfo, input: AcquireInput, signal: AbortSignal)
     permits: input.kind === 'semaphore' ? input.permits : 1,
     ownerId: `${input.participant === undefined ? '' : `${input.participant}#`}${session.id}.${input.requestId ?? randomId(9)}`,
     freshOwner: true,
-    ttlMs: session.ttlMs,
+    ttlMs: leaseOf(session.ttlMs),
     fair: input.fair,
     lockDelayMs: 0,
     wait: input.waitMs > 0,

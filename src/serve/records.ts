@@ -9,21 +9,37 @@
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { AcquireRequest, Backend } from '../backend.js';
+import type { AcquireRequest, Backend, Grant } from '../backend.js';
 import { MAX_IDENTITY_BYTES } from '../backend.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { JsonValue } from '../observe/identity.js';
 
+/** How many record holders' grants a replica keeps (Records.#mine). */
+const MAX_REMEMBERED = 100_000;
+
+/** This machine's name, read once (os.hostname() is a system call). */
+const HOST = hostname();
+
 /** Lock ids under this prefix belong to the service; clients may not lock or list them. */
 export const RESERVED_PREFIX = 'locksmith-serve/';
 
+/** Random bytes drawn 4 KiB at a time: each draw is a system call, and ids are made per request. */
+const POOL_BYTES = 4096;
+let pool = Buffer.alloc(0);
+let used = POOL_BYTES;
+
 /** A random id for sessions and owners: 16 bytes, base64url. */
 export function randomId(bytes = 16): string {
-  return randomBytes(bytes).toString('base64url');
+  if (used + bytes > pool.length) {
+    pool = randomBytes(Math.max(POOL_BYTES, bytes));
+    used = 0;
+  }
+  used += bytes;
+  return pool.toString('base64url', used - bytes, used);
 }
 
 /** The identity string a record or a hold is written with (the wire form of observe/identity.ts). */
-export function encodeIdentity(name: string, meta: { readonly [key: string]: JsonValue }, host = hostname()): string {
+export function encodeIdentity(name: string, meta: { readonly [key: string]: JsonValue }, host = HOST): string {
   const encoded = JSON.stringify({ h: host, p: 0, n: name, m: meta });
   if (Buffer.byteLength(encoded) > MAX_IDENTITY_BYTES) {
     throw new InvalidArgumentError('meta', `the record (name, meta, lock id) must fit in ${MAX_IDENTITY_BYTES} bytes`);
@@ -58,6 +74,8 @@ export function oneShot(lockId: string, ownerId: string, ttlMs: number, identity
 export class Records {
   readonly #backend: Backend;
   readonly #semaphore: boolean;
+  /** The grants of the record holders this replica wrote, by owner id (for their removal). */
+  readonly #mine = new Map<string, Grant>();
 
   constructor(backend: Backend) {
     this.#backend = backend;
@@ -66,9 +84,18 @@ export class Records {
 
   /** Write a new record; false when a record of that id is already there (a mutex backend). */
   async write(lockId: string, ownerPrefix: string, ttlMs: number, identity: string, permits = 2): Promise<boolean> {
+    return (await this.writeGrant(lockId, ownerPrefix, ttlMs, identity, permits)) !== undefined;
+  }
+
+  /** Write a new record holder and remember its grant on this replica; undefined when refused. */
+  async writeGrant(lockId: string, ownerPrefix: string, ttlMs: number, identity: string, permits = 2): Promise<Grant | undefined> {
     const req = oneShot(lockId, `${ownerPrefix}~${randomId(6)}`, ttlMs, identity, this.#semaphore, permits);
     const got = await this.#backend.tryAcquire(req);
-    return got.granted;
+    if (!got.granted) return undefined;
+    this.#mine.set(got.grant.ownerId, got.grant);
+    // Bounded: an entry only saves a round trip's cost, the removal works without it.
+    if (this.#mine.size > MAX_REMEMBERED) this.#mine.delete(this.#mine.keys().next().value as string);
+    return got.grant;
   }
 
   /**
@@ -98,10 +125,22 @@ export class Records {
     if (wrote) await this.removeOwners(lockId, oldOwners, permits);
   }
 
-  /** Remove the holders `owners` of the record (idempotent). */
+  /**
+   * Remove the holders `owners` of the record (idempotent). A holder this replica wrote is
+   * released by its grant (a short script); any other is removed by owner id (`cancel`,
+   * on Redis a script sent as source: docs/benchmarks.md, "The lock service").
+   */
   async removeOwners(lockId: string, owners: readonly string[], permits = 2): Promise<void> {
-    for (const owner of owners) {
-      await this.#backend.cancel(oneShot(lockId, owner, 1, '', this.#semaphore, permits), undefined);
-    }
+    await Promise.all(
+      owners.map(async (owner) => {
+        const grant = this.#mine.get(owner);
+        this.#mine.delete(owner);
+        if (grant !== undefined && grant.lockId === lockId) {
+          await this.#backend.release(grant);
+          return;
+        }
+        await this.#backend.cancel(oneShot(lockId, owner, 1, '', this.#semaphore, permits), undefined);
+      }),
+    );
   }
 }

@@ -58,6 +58,9 @@ export function sessionRoutes(app: FastifyInstance, deps: RouteDeps): void {
   });
   app.post('/v1/sessions/:id/keepalive', { schema: S.keepalive, config: LOCK }, async (request) => {
     const { id } = request.params as { id: string };
+    // Renewed by this replica less than a quarter ttl ago: nothing to write (docs/serve.md, "Design").
+    const recent = deps.sessions.recent(id, deps.clientOf(request));
+    if (recent !== undefined) return { id, ttlMs: recent.session.ttlMs, holds: recent.holds, lost: [] };
     const r = await deps.sessions.keepalive(id, await ownSession(deps, request, id));
     return { id, ttlMs: r.session.ttlMs, holds: r.holds, lost: r.lost.map((h) => ({ lockId: h.lockId, token: h.token.toString() })) };
   });
@@ -82,18 +85,22 @@ export function lockRoutes(app: FastifyInstance, deps: RouteDeps): void {
   app.post('/v1/locks/:lockId/acquire', { schema: S.acquire, config: LOCK }, async (request, reply) => {
     const lockId = checkLockId((request.params as Params).lockId);
     const b = request.body as { session: string; waitMs?: number; fair?: boolean; kind?: LockKind; permits?: number; requestId?: string };
-    const session = await ownSession(deps, request, b.session);
     const kind = b.kind ?? 'mutex';
     if (kind === 'semaphore' && b.permits === undefined) throw new ServeError(400, 'INVALID_ARGUMENT', 'a semaphore needs permits');
     const input = { session: b.session, lockId, waitMs: b.waitMs ?? 0, fair: b.fair ?? false, kind, permits: b.permits ?? 1 };
-    return deps.holds.acquire(b.requestId === undefined ? input : { ...input, requestId: b.requestId }, gone(reply), session);
+    // A session this replica knows lets the first attempt go out beside the session's read.
+    const session = (): Promise<SessionInfo> => ownSession(deps, request, b.session);
+    const early = deps.sessions.known(b.session, deps.clientOf(request));
+    return deps.holds.acquire(b.requestId === undefined ? input : { ...input, requestId: b.requestId }, gone(reply), session, early);
   });
   app.post('/v1/locks/:lockId/release', { schema: S.release, config: LOCK }, async (request) => {
     const lockId = checkLockId((request.params as Params).lockId);
     const b = request.body as HoldBody;
-    // The session's check and the hold's lookup are both reads: sent at once (one round trip).
-    const session = ownSession(deps, request, b.session);
-    return { released: await deps.holds.release(b.session, lockId, BigInt(b.token), session) };
+    // The session's check and the hold's lookup are one read (or two at once); a hold this
+    // replica granted is released without them (docs/serve.md, "Design").
+    const session = (): Promise<SessionInfo> => ownSession(deps, request, b.session);
+    const early = deps.sessions.known(b.session, deps.clientOf(request));
+    return { released: await deps.holds.release(b.session, lockId, BigInt(b.token), session, early) };
   });
   app.post('/v1/locks/:lockId/extend', { schema: S.extend, config: LOCK }, async (request) => {
     const lockId = checkLockId((request.params as Params).lockId);

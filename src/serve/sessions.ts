@@ -25,8 +25,12 @@ export interface SessionInfo {
   /** Who created it (the bearer token's name), when the service has tokens. */
   readonly client?: string;
   readonly meta?: { readonly [key: string]: JsonValue };
-  /** The record's current holders (rolled away by the next keepalive). */
+  /** The record's current holders. */
   readonly owners: readonly string[];
+  /** The session's holds, when the read that found the session had them (its index). */
+  readonly holds?: readonly HoldInfo[];
+  /** The record holder's grant, as the session's own marker keeps it: renewed in place. */
+  readonly own?: HoldInfo;
 }
 
 /** One hold a session made, as its marker remembers it. */
@@ -60,13 +64,24 @@ const sessionLock = (id: string): string => `${RESERVED_PREFIX}s/${id}`;
 const markerPrefix = (id: string): string => `${RESERVED_PREFIX}h/${id}/`;
 const INDEX_PREFIX = `${RESERVED_PREFIX}i/`;
 /**
- * On backends with semaphores a session's holds are the holders of ONE record, its index
- * (a semaphore of this many permits): a keepalive reads them with one `inspect` instead of
- * a listing by prefix, which on Redis is a SCAN of the whole keyspace (docs/serve.md, "Design").
+ * On backends with semaphores a session is ONE record, its index (a semaphore of this many
+ * permits): its holders are the session's record, the record's own marker and one marker
+ * per hold, all read with one `inspect` (docs/serve.md, "Design").
  */
 const INDEX_PERMITS = 100_000;
 const indexLock = (id: string): string => `${INDEX_PREFIX}${id}`;
 const permitsOf = (record: string): number => (record.startsWith(INDEX_PREFIX) ? INDEX_PERMITS : 2);
+/**
+ * A session's record and holds are given leases of its ttl plus this share of it, and a
+ * replica that renewed a session answers its keepalives from memory for this share of the
+ * ttl: whichever replica answers, the record and every hold then outlive the last keepalive
+ * by at least the ttl, and by at most 1.25 ttls (docs/serve.md, "Design").
+ */
+export const RENEW_SLACK = 0.25;
+/** The lease a session's record and holds are given: its ttl and the slack. */
+export const leaseOf = (ttlMs: number): number => Math.ceil(ttlMs * (1 + RENEW_SLACK));
+/** How many sessions' fixed attributes a replica keeps (Sessions.#known). */
+const MAX_KNOWN = 100_000;
 
 /** The marker id of the hold (session, lock, token): found again without a listing. */
 export function markerId(session: string, lockId: string, token: bigint): string {
@@ -78,14 +93,26 @@ const live = (h: HolderInfo): boolean => h.expiresInMs === undefined || h.expire
 /** The live holders, the one whose lease ends first first (the one a full record's roll removes). */
 const liveByEnd = (holders: readonly HolderInfo[]): HolderInfo[] =>
   holders.filter(live).sort((a, b) => (a.expiresInMs ?? Infinity) - (b.expiresInMs ?? Infinity));
+/** A session record's holder (its meta has the ttl as a number; a marker's `t` is a token string). */
+const isRecord = (h: HolderInfo): boolean => typeof h.identity?.meta?.t === 'number';
 
 /** Sessions and hold markers over one locker's backend. */
 export class Sessions {
   readonly #locker: Locker;
   readonly #backend: Backend;
   readonly #records: Records;
-  /** Holds are kept in one index record per session (else one marker per hold, listed by prefix). */
+  /** A session is its index record (else a record plus one marker per hold, listed by prefix). */
   readonly #indexed: boolean;
+  /**
+   * The fixed attributes (name, ttl, client, meta) of sessions this replica saw alive: what
+   * lets an acquire attempt go out beside the session's read (docs/serve.md, "Design").
+   */
+  readonly #known = new Map<string, SessionInfo>();
+  /**
+   * Sessions this replica wrote or renewed: until when (performance.now()) their record
+   * surely outlives a ttl, and their holds' count then (undefined once they changed here).
+   */
+  readonly #renewed = new Map<string, { readonly until: number; readonly holds: number | undefined }>();
 
   constructor(locker: Locker, backend: Backend) {
     this.#locker = locker;
@@ -94,83 +121,195 @@ export class Sessions {
     this.#indexed = backend.capabilities.permits;
   }
 
-  /** Create a session record; its id is random. */
+  /** Whether a session's one read has its holds (an index record). */
+  get indexed(): boolean {
+    return this.#indexed;
+  }
+
+  #record(id: string): string {
+    return this.#indexed ? indexLock(id) : sessionLock(id);
+  }
+
+  /** Create a session record (and, in an index, its own marker); its id is random. */
   async create(ttlMs: number, name: string | undefined, meta: SessionInfo['meta'], client: string | undefined): Promise<SessionInfo> {
     const id = randomId();
     const info = { id, name: name ?? 'session', ttlMs, owners: [], ...(meta ? { meta } : {}), ...(client ? { client } : {}) };
-    await this.#records.write(sessionLock(id), id, ttlMs, sessionIdentity(info));
+    const record = this.#record(id);
+    const started = performance.now();
+    const grant = await this.#records.writeGrant(record, id, leaseOf(ttlMs), sessionIdentity(info), permitsOf(record));
+    if (!grant) throw new LocksmithError('BACKEND_UNAVAILABLE', `could not write the record of session '${id}'`);
+    if (this.#indexed) await this.#mark(record, grant, undefined);
+    this.#remember(info);
+    this.#renewed.set(id, { until: started + ttlMs * RENEW_SLACK, holds: 0 });
     return info;
   }
 
-  /** The session, or SESSION_NOT_FOUND once it expired or was deleted. */
+  /** The session's fixed attributes when this replica saw it alive and `client` is its client. */
+  known(id: string, client: string | undefined): SessionInfo | undefined {
+    const s = this.#known.get(id);
+    return s !== undefined && (client === undefined || s.client === client) ? s : undefined;
+  }
+
+  /** The session (with its holds, where one read has them), or SESSION_NOT_FOUND once it expired or was deleted. */
   async get(id: string): Promise<SessionInfo> {
-    const state = await this.#locker.inspect(sessionLock(id));
-    const holders = liveByEnd(state.holders);
-    const m = holders[0]?.identity?.meta;
-    if (!m || typeof m.t !== 'number') throw noSession(id);
-    return {
+    const record = this.#record(id);
+    const holders = liveByEnd((await this.#locker.inspect(record)).holders);
+    const records = holders.filter(isRecord);
+    const first = records[0];
+    if (first === undefined) throw noSession(id);
+    const m = first.identity?.meta ?? {};
+    const owners = records.map((h) => h.ownerId);
+    const info: SessionInfo = {
       id,
-      name: holders[0]?.identity?.name ?? 'session',
-      ttlMs: m.t,
-      owners: holders.map((h) => h.ownerId),
+      name: first.identity?.name ?? 'session',
+      ttlMs: m.t as number,
+      owners,
       ...(typeof m.c === 'string' ? { client: m.c } : {}),
       ...(isObject(m.u) ? { meta: m.u } : {}),
     };
+    this.#remember(info);
+    if (!this.#indexed) return info;
+    const all = readIndex(
+      record,
+      holders.filter((h) => !isRecord(h)),
+    );
+    // The record's own marker, when it names a holder the record has (a fallback roll replaces it).
+    const own = all.find((h) => h.lockId === record && owners.includes(h.grant.ownerId));
+    return { ...info, holds: all.filter((h) => h.lockId !== record), ...(own ? { own } : {}) };
+  }
+
+  #remember(info: SessionInfo): void {
+    if (this.#known.has(info.id)) return;
+    // What a request needs (id, name, ttl, client): the meta, up to a kilobyte, is not kept.
+    const { holds: _h, own: _o, meta: _m, ...fixed } = info;
+    this.#known.set(info.id, { ...fixed, owners: [] });
+    if (this.#known.size > MAX_KNOWN) this.#known.delete(this.#known.keys().next().value as string);
   }
 
   /** How many live sessions `client` has (a listing of every session record). */
   async count(client: string): Promise<number> {
     let n = 0;
     let cursor: string | undefined;
+    const prefix = this.#indexed ? INDEX_PREFIX : `${RESERVED_PREFIX}s/`;
     do {
-      const page = await this.#locker.list({ prefix: `${RESERVED_PREFIX}s/`, limit: 1000, ...(cursor ? { cursor } : {}) });
-      n += page.locks.filter((l) => l.holders.some((h) => live(h) && h.identity?.meta?.c === client)).length;
+      const page = await this.#locker.list({ prefix, limit: 1000, ...(cursor ? { cursor } : {}) });
+      n += page.locks.filter((l) => l.holders.some((h) => live(h) && isRecord(h) && h.identity?.meta?.c === client)).length;
       cursor = page.cursor;
     } while (cursor !== undefined);
     return n;
   }
 
   /**
-   * Renew the record and extend every hold by the ttl; reports the holds that were gone.
-   * `known`: the session as the route just read it (not read again).
+   * Renew the record and extend every hold by the ttl, all at once; reports the holds that
+   * were gone. `known`: the session as the route just read it (not read again).
    */
   async keepalive(id: string, known?: SessionInfo): Promise<{ session: SessionInfo; holds: number; lost: HoldInfo[] }> {
-    // The holds are read with the session: a hold made after this read has a whole ttl anyway.
-    const [session, current] = await Promise.all([known ?? this.get(id), this.holds(id)]);
-    await this.#records.roll(sessionLock(id), id, session.ttlMs, sessionIdentity(session), session.owners);
+    const started = performance.now();
+    // The holds are read with the session: a hold made after this read has a whole lease anyway.
+    const [session, listed] = await Promise.all([known ?? this.get(id), this.#indexed ? undefined : this.holds(id)]);
+    const current = session.holds ?? listed ?? [];
+    const [renewed, ...extended] = await Promise.allSettled([
+      this.#renew(session),
+      ...current.map((h) => this.#backend.extend(h.grant, leaseOf(session.ttlMs))),
+    ]);
+    if (renewed?.status === 'rejected') {
+      if (!isLocksmithError(renewed.reason, 'LOCK_LOST')) throw renewed.reason;
+      // The record ended between the read and its renewal: so did the session, and its holds.
+      await Promise.all(current.map((h) => this.#backend.release(h.grant).catch(() => false)));
+      throw noSession(id);
+    }
     const lost: HoldInfo[] = [];
     let holds = 0;
-    for (const hold of current) {
-      try {
-        await this.#backend.extend(hold.grant, session.ttlMs);
+    for (const [i, r] of extended.entries()) {
+      const hold = current[i] as HoldInfo;
+      if (r.status === 'fulfilled') {
         holds += 1;
         if (hold.markerLeftMs !== undefined && hold.markerLeftMs < MARKER_TTL_MS / 2) await this.#rollMarker(hold);
-      } catch (err) {
-        if (!isLocksmithError(err, 'LOCK_LOST')) throw err;
+      } else {
+        if (!isLocksmithError(r.reason, 'LOCK_LOST')) throw r.reason;
         lost.push(hold);
-        await this.#records.removeOwners(hold.markerId, hold.markerOwners, permitsOf(hold.markerId));
+        await this.forget(hold);
       }
     }
+    this.#renewed.set(id, { until: started + session.ttlMs * RENEW_SLACK, holds });
+    if (this.#renewed.size > MAX_KNOWN) this.#renewed.delete(this.#renewed.keys().next().value as string);
     return { session, holds, lost };
+  }
+
+  /**
+   * A keepalive answered from memory: the session's fixed attributes and its holds as of
+   * this replica's renewal, when that was less than RENEW_SLACK × ttl ago (the record and
+   * the holds then have more than a ttl left); undefined when a renewal is due.
+   */
+  recent(id: string, client: string | undefined): { session: SessionInfo; holds: number } | undefined {
+    const r = this.#renewed.get(id);
+    const session = this.alive(id, client);
+    return r?.holds !== undefined && session !== undefined ? { session, holds: r.holds } : undefined;
+  }
+
+  /**
+   * The session's fixed attributes, with no read, when this replica wrote or renewed its
+   * record less than RENEW_SLACK × ttl ago (so that it has more than a ttl left, unless it
+   * was deleted through another replica meanwhile: docs/serve.md, "Design").
+   */
+  alive(id: string, client: string | undefined): SessionInfo | undefined {
+    const r = this.#renewed.get(id);
+    return r !== undefined && performance.now() < r.until ? this.known(id, client) : undefined;
+  }
+
+  /** The session's holds changed through this replica: its next keepalive renews (and counts) again. */
+  changed(id: string): void {
+    const r = this.#renewed.get(id);
+    if (r !== undefined) this.#renewed.set(id, { until: r.until, holds: undefined });
+  }
+
+  /** Renew the record: in place by its own marker's grant, else (no marker) by rolling it. */
+  async #renew(session: SessionInfo): Promise<void> {
+    const own = session.own;
+    if (own === undefined) {
+      const record = this.#record(session.id);
+      const lease = leaseOf(session.ttlMs);
+      await this.#records.roll(record, session.id, lease, sessionIdentity(session), session.owners, permitsOf(record));
+      return;
+    }
+    await this.#backend.extend(own.grant, leaseOf(session.ttlMs));
+    if (own.markerLeftMs !== undefined && own.markerLeftMs < MARKER_TTL_MS / 2) await this.#rollMarker(own);
   }
 
   /** Release every hold, then remove the record. */
   async remove(id: string): Promise<number> {
     const session = await this.get(id);
     let released = 0;
-    for (const hold of await this.holds(id)) {
+    for (const hold of session.holds ?? (await this.holds(id))) {
       if (await this.#backend.release(hold.grant)) released += 1;
-      await this.#records.removeOwners(hold.markerId, hold.markerOwners, permitsOf(hold.markerId));
+      await this.forget(hold);
     }
-    await this.#records.removeOwners(sessionLock(id), session.owners);
+    if (session.own) await this.forget(session.own);
+    const record = this.#record(id);
+    await this.#records.removeOwners(record, session.owners, permitsOf(record));
+    this.#known.delete(id);
+    this.#renewed.delete(id);
     return released;
   }
 
-  /** Remember a hold the session obtained (its marker). */
-  async remember(session: SessionInfo, grant: Grant, requestId: string | undefined): Promise<void> {
+  /** Remember a hold the session obtained (its marker); what it wrote, for a release by this replica. */
+  async remember(session: SessionInfo, grant: Grant, requestId: string | undefined): Promise<HoldInfo> {
     const id = this.#indexed ? indexLock(session.id) : markerId(session.id, grant.lockId, grant.token);
-    const ok = await this.#records.write(id, grant.ownerId, MARKER_TTL_MS, holdIdentity(grant, requestId), permitsOf(id));
-    if (!ok) throw new LocksmithError('BACKEND_UNAVAILABLE', `could not record the hold of '${grant.lockId}'`);
+    return this.#mark(id, grant, requestId);
+  }
+
+  async #mark(id: string, grant: Grant, requestId: string | undefined): Promise<HoldInfo> {
+    const marker = await this.#records.writeGrant(id, grant.ownerId, MARKER_TTL_MS, holdIdentity(grant, requestId), permitsOf(id));
+    if (!marker) throw new LocksmithError('BACKEND_UNAVAILABLE', `could not record the hold of '${grant.lockId}'`);
+    const hold = {
+      lockId: grant.lockId,
+      token: grant.token,
+      grant,
+      markerId: id,
+      markerOwners: [marker.ownerId],
+      markerLeftMs: MARKER_TTL_MS,
+    };
+    return requestId === undefined ? hold : { ...hold, requestId };
   }
 
   /** Forget a hold (its marker), after its release or loss. */
@@ -188,7 +327,11 @@ export class Sessions {
 
   /** Every hold of the session, read from its markers (all pages). */
   async holds(session: string): Promise<HoldInfo[]> {
-    if (this.#indexed) return readIndex(indexLock(session), (await this.#locker.inspect(indexLock(session))).holders);
+    if (this.#indexed) {
+      const record = indexLock(session);
+      const markers = (await this.#locker.inspect(record)).holders.filter((h) => !isRecord(h));
+      return readIndex(record, markers).filter((h) => h.lockId !== record);
+    }
     const out: HoldInfo[] = [];
     let cursor: string | undefined;
     do {

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually } from '../helpers.js';
 import { call, client, sse } from './service.js';
 
@@ -16,6 +17,7 @@ const tokenOf = (r: { body: Record<string, unknown> }): bigint => BigInt(r.body.
 export function apiCases(base: () => string): void {
   coreCases(base);
   sessionCases(base);
+  renewalCases(base);
   pollCases(base);
   eventCases(base);
   badInputCases(base);
@@ -63,6 +65,51 @@ function coreCases(base: () => string): void {
     assert.equal(bodiless.status, 200, 'a bodiless request with a JSON content type');
     assert.deepEqual((await c.end(b)).body, { released: 1 });
     assert.equal((await c.inspect(id)).body.holders instanceof Array ? ((await c.inspect(id)).body.holders as unknown[]).length : -1, 0);
+  });
+}
+
+/** A replica's memory of the sessions it renewed (docs/serve.md, "Design"). */
+function renewalCases(base: () => string): void {
+  test('keepalives more often than a quarter ttl (answered from memory) keep the hold for many ttls', T, async () => {
+    const c = client(base());
+    const id = `${fresh()}job`;
+    const [s, other] = [await c.session(1_000), await c.session(30_000)];
+    const held = await c.acquire(id, { session: s });
+    // Three ttls of keepalives every 100 ms: most are answered from the replica's memory
+    // (docs/serve.md, "Design"); the record and the hold must still be renewed in time.
+    for (const until = performance.now() + 3_000; performance.now() < until;) {
+      assert.equal((await c.keepalive(s)).status, 200);
+      await sleep(100);
+    }
+    assert.equal((await c.keepalive(s)).body.holds, 1);
+    assert.equal((await c.acquire(id, { session: other })).status, 409, 'still held');
+    assert.equal(((await c.inspect(id)).body.holders as { token: string }[])[0]?.token, held.body.token);
+    await c.end(s);
+    assert.equal((await c.acquire(id, { session: other })).status, 200);
+  });
+
+  test('a session deleted through the replica that renewed it is gone at once (keepalive, acquire)', T, async () => {
+    const c = client(base());
+    const id = `${fresh()}job`;
+    const s = await c.session(60_000);
+    assert.equal((await c.acquire(id, { session: s })).status, 200);
+    assert.equal((await c.keepalive(s)).body.holds, 1);
+    assert.equal((await c.keepalive(s)).body.holds, 1, 'from memory');
+    assert.deepEqual((await c.end(s)).body, { released: 1 });
+    assert.equal((await c.keepalive(s)).body.code, 'SESSION_NOT_FOUND');
+    assert.equal((await c.acquire(`${id}-after`, { session: s })).body.code, 'SESSION_NOT_FOUND');
+  });
+
+  test('an expired session the replica knew: its acquire of a free lock is refused and leaves no holder', T, async () => {
+    const c = client(base());
+    const id = `${fresh()}job`;
+    const s = await c.session(1_000);
+    // Its hold, taken after the record was written, ends after the record: then both are gone.
+    assert.equal((await c.acquire(`${id}-first`, { session: s })).status, 200);
+    await eventually('expired', async () => ((await c.inspect(`${id}-first`)).body.holders as unknown[]).length === 0);
+    // The attempt goes out beside the session's read (docs/serve.md, "Design"): it must be given back.
+    assert.equal((await c.acquire(id, { session: s })).body.code, 'SESSION_NOT_FOUND');
+    assert.deepEqual((await c.inspect(id)).body.holders, []);
   });
 }
 
