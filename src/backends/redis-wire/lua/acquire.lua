@@ -20,10 +20,8 @@ local function grant(rank)
   local tok = next_token(t, now_us)
   local field = owner
   if kind == 's' then field = owner .. '\0' .. tok .. '\0' .. fmt(permits) .. '\0' .. fmt(weight) end
-  redis.call('HSET', h, field, pack(kind, 1, tok, now + ttl, delay, stamp, '|' .. fmt(now) .. '|' .. who))
-  redis.call('ZADD', x, fmt(now + ttl + delay), field)
   redis.call('SET', t, tok)
-  touch_holders(h, x, t)
+  put_hold(h, x, t, field, pack(kind, 1, tok, now + ttl, delay, stamp, '|' .. fmt(now) .. '|' .. who), now + ttl + delay)
   if rank then dequeue(q, qx, qw, wid); touch_queue(q, qx, qw, qs) end
   changed(inbox, h)
   -- A shared grant may leave room for the next in line: wake it (it re-checks).
@@ -48,14 +46,13 @@ if kind ~= 's' then
         take_handoff(h, x, t, owner, hk, count, token, exp, ttl, delay, now, rest)
         return {1, token, owner}
       end
+      if stamp ~= '' and (hw == '' or string.sub(hw, 1, 1) == '~') then hw = stamp end
       -- The hold lasts as long as its longest lease: each client vouches for its own ttl.
       if now + ttl > exp then
-        exp = now + ttl
-        redis.call('ZADD', x, fmt(exp + dl), owner)
-        touch_holders(h, x, t)
+        put_hold(h, x, t, owner, pack(hk, count + 1, token, now + ttl, dl, hw, rest), now + ttl + dl)
+      else
+        redis.call('HSET', h, owner, pack(hk, count + 1, token, exp, dl, hw, rest))
       end
-      if stamp ~= '' and (hw == '' or string.sub(hw, 1, 1) == '~') then hw = stamp end
-      redis.call('HSET', h, owner, pack(hk, count + 1, token, exp, dl, hw, rest))
       dequeue(q, qx, qw, wid); touch_queue(q, qx, qw, qs); changed(inbox, h)
       return {2, token, owner}
     end
@@ -107,8 +104,7 @@ if wait and wid ~= '' then
   touch_queue(q, qx, qw, qs)
 end
 
-local a = redis.call('ZRANGE', x, 0, 0, 'WITHSCORES')
-local best = a[2] and tonumber(a[2])
+local best = earliest_hold(h, x)
 local b = redis.call('ZRANGE', qx, 0, 0, 'WITHSCORES')
 if b[2] and b[1] ~= wid then
   local v = tonumber(b[2])

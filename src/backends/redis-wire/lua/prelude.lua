@@ -20,12 +20,39 @@ local function next_token(t, now_us)
   if now_us > token then token = now_us end
   return fmt(token)
 end
+-- The index `x` (holder -> the end of its block) exists only once two holders held at once;
+-- until then the sole holder's record is the only place its expiry is (docs/backends/redis.md,
+-- "Lua scripts"). Every hold's block ends at expiresAt + lockDelay, as `x` would say.
+local function until_of(v)
+  local exp, delay = string.match(v, '^%a|%d+|%d+|(%d+)|(%d+)|')
+  return tonumber(exp) + tonumber(delay)
+end
 local function purge_holders(h, x, now)
+  if redis.call('EXISTS', x) == 0 then
+    local all = redis.call('HGETALL', h)
+    for i = 1, #all, 2 do
+      if until_of(all[i + 1]) <= now then redis.call('HDEL', h, all[i]) end
+    end
+    return
+  end
   local dead = redis.call('ZRANGEBYSCORE', x, '-inf', fmt(now))
   if #dead > 0 then
     redis.call('HDEL', h, unpack(dead))
     redis.call('ZREMRANGEBYSCORE', x, '-inf', fmt(now))
   end
+end
+-- The earliest end of a block among the holders, or nil.
+local function earliest_hold(h, x)
+  if redis.call('EXISTS', x) == 1 then
+    local a = redis.call('ZRANGE', x, 0, 0, 'WITHSCORES')
+    return a[2] and tonumber(a[2])
+  end
+  local best, all = nil, redis.call('HGETALL', h)
+  for i = 2, #all, 2 do
+    local u = until_of(all[i])
+    if not best or u < best then best = u end
+  end
+  return best
 end
 local function purge_queue(q, qx, qw, now)
   local dead = redis.call('ZRANGEBYSCORE', qx, '-inf', fmt(now))
@@ -47,6 +74,25 @@ local function touch_holders(h, x, t)
     -- The counter outlives the holders so a quick re-acquire continues the sequence.
     redis.call('PEXPIREAT', t, fmt(at + 600000))
   end
+end
+-- Write one hold record whose block ends at `untl`, and keep the keys' expiries. Alone (no
+-- index, no other field) the hash expires with it; a second holder indexes the first in `x`.
+local function put_hold(h, x, t, field, rec, untl)
+  if redis.call('EXISTS', x) == 0 then
+    local all = redis.call('HGETALL', h)
+    if #all == 0 or (#all == 2 and all[1] == field) then
+      redis.call('HSET', h, field, rec)
+      redis.call('PEXPIREAT', h, untl + 1000)
+      redis.call('PEXPIREAT', t, untl + 601000)
+      return
+    end
+    for i = 1, #all, 2 do
+      if all[i] ~= field then redis.call('ZADD', x, until_of(all[i + 1]), all[i]) end
+    end
+  end
+  redis.call('HSET', h, field, rec)
+  redis.call('ZADD', x, untl, field)
+  touch_holders(h, x, t)
 end
 local function touch_queue(q, qx, qw, qs)
   local last = redis.call('ZRANGE', qx, -1, -1, 'WITHSCORES')
