@@ -32,7 +32,9 @@ local function grant(rank)
   return {1, tok, field}
 end
 
-purge_holders(h, x, now)
+-- Whether the holders are indexed in `x` (put_hold() in prelude.lua), for the reads below.
+local ix = redis.call('EXISTS', x) == 1
+purge_holders(h, x, now, ix)
 purge_queue(q, qx, qw, now)
 
 -- Re-entry (Redisson's owner -> count hash): the same owner holding the same kind.
@@ -104,7 +106,7 @@ if wait and wid ~= '' then
   touch_queue(q, qx, qw, qs)
 end
 
-local best = earliest_hold(h, x)
+local best = earliest_hold(h, x, ix)
 local b = redis.call('ZRANGE', qx, 0, 0, 'WITHSCORES')
 if b[2] and b[1] ~= wid then
   local v = tonumber(b[2])

@@ -27,8 +27,10 @@ local function until_of(v)
   local exp, delay = string.match(v, '^%a|%d+|%d+|(%d+)|(%d+)|')
   return tonumber(exp) + tonumber(delay)
 end
-local function purge_holders(h, x, now)
-  if redis.call('EXISTS', x) == 0 then
+-- ix: whether `x` exists, when the caller knows (nil: look).
+local function purge_holders(h, x, now, ix)
+  if ix == nil then ix = redis.call('EXISTS', x) == 1 end
+  if not ix then
     local all = redis.call('HGETALL', h)
     for i = 1, #all, 2 do
       if until_of(all[i + 1]) <= now then redis.call('HDEL', h, all[i]) end
@@ -42,8 +44,9 @@ local function purge_holders(h, x, now)
   end
 end
 -- The earliest end of a block among the holders, or nil.
-local function earliest_hold(h, x)
-  if redis.call('EXISTS', x) == 1 then
+local function earliest_hold(h, x, ix)
+  if ix == nil then ix = redis.call('EXISTS', x) == 1 end
+  if ix then
     local a = redis.call('ZRANGE', x, 0, 0, 'WITHSCORES')
     return a[2] and tonumber(a[2])
   end

@@ -34,7 +34,9 @@ if count > 1 then
   redis.call('HSET', h, field, pack(hk, count - 1, tok, exp, dl, hw, rest))
   return 1
 end
-local free = drop(h, x, t, field)
+-- A queue and no index (e == 2): this was the only holder, as drop() would find.
+local free = e == 2
+if free then redis.call('DEL', h) else free = drop(h, x, t, field) end
 if queued then
   local woke = after_release(h, x, t, q, qx, qw, qs, inbox, now, tm[1] * 1000000 + tm[2], free)
   if woke then return woke end
