@@ -34,12 +34,12 @@ end
 
 -- Whether the holders are indexed in `x` (put_hold() in prelude.lua), for the reads below.
 local ix = redis.call('EXISTS', x) == 1
-purge_holders(h, x, now, ix)
+local live = purge_holders(h, x, now, ix)
 purge_queue(q, qx, qw, now)
 
 -- Re-entry (Redisson's owner -> count hash): the same owner holding the same kind.
 if kind ~= 's' then
-  local v = redis.call('HGET', h, owner)
+  local v = hold_of(h, owner, live)
   if v then
     local hk, count, token, exp, dl, hw, rest = parse(v)
     if hk == kind and exp > now then
@@ -62,7 +62,7 @@ if kind ~= 's' then
 end
 
 -- Can this kind hold together with the current holders? (A semaphore counts their weights.)
-local ok, used, size = holders_allow(h, kind)
+local ok, used, size = holders_allow(h, kind, live)
 -- One id cannot be counted against two sizes: the caller gets PermitsMismatchError.
 if ok and size and size ~= permits then return {3, fmt(size)} end
 if ok and kind == 's' and used + weight > permits then ok = false end
@@ -106,7 +106,7 @@ if wait and wid ~= '' then
   touch_queue(q, qx, qw, qs)
 end
 
-local best = earliest_hold(h, x, ix)
+local best = earliest_hold(h, x, ix, live)
 local b = redis.call('ZRANGE', qx, 0, 0, 'WITHSCORES')
 if b[2] and b[1] ~= wid then
   local v = tonumber(b[2])

@@ -27,35 +27,26 @@ local function until_of(v)
   local exp, delay = string.match(v, '^%a|%d+|%d+|(%d+)|(%d+)|')
   return tonumber(exp) + tonumber(delay)
 end
--- ix: whether `x` exists, when the caller knows (nil: look).
+-- ix: whether `x` exists, when the caller knows (nil: look). Without `x`, returns the hash's
+-- fields and values left (HGETALL's list), for the reads that follow.
 local function purge_holders(h, x, now, ix)
   if ix == nil then ix = redis.call('EXISTS', x) == 1 end
   if not ix then
-    local all = redis.call('HGETALL', h)
+    local all, live = redis.call('HGETALL', h), {}
     for i = 1, #all, 2 do
-      if until_of(all[i + 1]) <= now then redis.call('HDEL', h, all[i]) end
+      if until_of(all[i + 1]) <= now then
+        redis.call('HDEL', h, all[i])
+      else
+        table.insert(live, all[i]); table.insert(live, all[i + 1])
+      end
     end
-    return
+    return live
   end
   local dead = redis.call('ZRANGEBYSCORE', x, '-inf', fmt(now))
   if #dead > 0 then
     redis.call('HDEL', h, unpack(dead))
     redis.call('ZREMRANGEBYSCORE', x, '-inf', fmt(now))
   end
-end
--- The earliest end of a block among the holders, or nil.
-local function earliest_hold(h, x, ix)
-  if ix == nil then ix = redis.call('EXISTS', x) == 1 end
-  if ix then
-    local a = redis.call('ZRANGE', x, 0, 0, 'WITHSCORES')
-    return a[2] and tonumber(a[2])
-  end
-  local best, all = nil, redis.call('HGETALL', h)
-  for i = 2, #all, 2 do
-    local u = until_of(all[i])
-    if not best or u < best then best = u end
-  end
-  return best
 end
 local function purge_queue(q, qx, qw, now)
   local dead = redis.call('ZRANGEBYSCORE', qx, '-inf', fmt(now))
