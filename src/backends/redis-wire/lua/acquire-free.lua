@@ -8,7 +8,10 @@
 -- redis.call as Lua numbers (Redis prints them with %.17g: exact below 2^53), ms times are
 -- concatenated as they are (%.14g prints 13 digits exactly), the µs token is spliced from
 -- TIME's two strings, and the counter is read and written by one SET … GET.
-if redis.call('EXISTS', KEYS[1], KEYS[4], KEYS[2]) == 0 then
+-- EXISTS counts a key named n times n times: e0 = h + q + 3 × x, so the full path knows
+-- whether `x` exists without asking again (e0 >= 3).
+local e0 = redis.call('EXISTS', KEYS[1], KEYS[4], KEYS[2], KEYS[2], KEYS[2])
+if e0 == 0 then
   local tm = redis.call('TIME')
   local now = tm[1] * 1000 + math.floor(tm[2] / 1000)
   local ttl = tonumber(ARGV[4])

@@ -16,13 +16,13 @@ local now, now_us = clock()
 
 
 -- A new hold with the next fencing token (among other holders or waiters).
-local function grant(rank)
-  local tok = next_token(t, now_us)
+-- live: the unindexed hash as purged (put_hold() in prelude.lua); rank: this waiter's, if queued.
+local function grant(rank, live)
+  local tok = take_token(t, now_us)
   local field = owner
   if kind == 's' then field = owner .. '\0' .. tok .. '\0' .. fmt(permits) .. '\0' .. fmt(weight) end
-  redis.call('SET', t, tok)
-  put_hold(h, x, t, field, pack(kind, 1, tok, now + ttl, delay, stamp, '|' .. fmt(now) .. '|' .. who), now + ttl + delay)
-  if rank then dequeue(q, qx, qw, wid); touch_queue(q, qx, qw, qs) end
+  put_hold(h, x, t, field, pack(kind, 1, tok, now + ttl, delay, stamp, '|' .. fmt(now) .. '|' .. who), now + ttl + delay, live)
+  if rank then unqueue(q, qx, qw, wid) end
   changed(inbox, h)
   -- A shared grant may leave room for the next in line: wake it (it re-checks).
   if kind == 'r' or kind == 's' then
@@ -32,8 +32,8 @@ local function grant(rank)
   return {1, tok, field}
 end
 
--- Whether the holders are indexed in `x` (put_hold() in prelude.lua), for the reads below.
-local ix = redis.call('EXISTS', x) == 1
+-- Whether the holders are indexed in `x` (put_hold() in prelude.lua; e0: acquire-free.lua).
+local ix = e0 >= 3
 local live = purge_holders(h, x, now, ix)
 purge_queue(q, qx, qw, now)
 
@@ -55,7 +55,7 @@ if kind ~= 's' then
       else
         redis.call('HSET', h, owner, pack(hk, count + 1, token, exp, dl, hw, rest))
       end
-      dequeue(q, qx, qw, wid); touch_queue(q, qx, qw, qs); changed(inbox, h)
+      dequeue(q, qx, qw, wid); changed(inbox, h)
       return {2, token, owner}
     end
   end
@@ -90,7 +90,7 @@ if ok then
   end
 end
 
-if ok then return grant(rank) end
+if ok then return grant(rank, live) end
 
 if wait and wid ~= '' then
   if not rank then

@@ -8,13 +8,18 @@ end
 local function changed(inbox, h)
   redis.call('PUBLISH', string.sub(inbox, 1, -3) .. 'changes', string.sub(h, 1, -3))
 end
+-- Remove a queue entry. No touch_queue: removing one never moves the latest expiry of the
+-- rest later, and the keys already expire after that.
+local function unqueue(q, qx, qw, wid)
+  redis.call('ZREM', q, wid)
+  redis.call('ZREM', qx, wid)
+  redis.call('HDEL', qw, wid, '\0' .. wid)
+end
 local function dequeue(q, qx, qw, wid)
   if wid == '' then return false end
   local rank = redis.call('ZRANK', q, wid)
   if not rank then return false end
-  redis.call('ZREM', q, wid)
-  redis.call('ZREM', qx, wid)
-  redis.call('HDEL', qw, wid, '\0' .. wid)
+  unqueue(q, qx, qw, wid)
   return rank
 end
 -- Remove one hold entirely. Returns true when nobody holds any more.
@@ -59,22 +64,13 @@ local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us, free)
       if claim > CLAIM_MS then claim = CLAIM_MS end
       local delay = tonumber(dl)
       local at, free_at = now + claim, now + claim + delay
-      -- The token, max(last + 1, now in µs), read and written by one SET … GET.
-      local tok = fmt(now_us)
-      local last = redis.call('SET', t, tok, 'PXAT', free_at + 601000, 'GET')
-      if last and tonumber(last) >= now_us then
-        tok = fmt(tonumber(last) + 1)
-        redis.call('SET', t, tok, 'PXAT', free_at + 601000)
-      end
+      local tok = take_token(t, now_us, 'PXAT', free_at + 601000)
       -- The hold keeps the waiter's record, acquired now. Nobody else holds: no index `x`.
       local who = rec[2]
       if who then who = '|' .. fmt(now) .. string.match(who, '^%d*(|.*)$') end
       redis.call('HSET', h, owner, pack(k, 1, tok, at, delay, nxt, who))
       redis.call('PEXPIREAT', h, free_at + 1000)
-      -- Dequeue the head. No touch_queue: removing an entry never moves the latest expiry of the rest later.
-      redis.call('ZREM', q, nxt)
-      redis.call('ZREM', qx, nxt)
-      redis.call('HDEL', qw, nxt, '\0' .. nxt)
+      unqueue(q, qx, qw, nxt)
       -- Redis writes the last reply queued first: the head's message goes out before the notice.
       local second = two[2]
       if second then notify(inbox, second, second .. '|next|' .. fmt(free_at - now)) end

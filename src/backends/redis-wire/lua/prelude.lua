@@ -14,6 +14,17 @@ end
 local function pack(kind, count, token, exp, delay, wid, rest)
   return kind .. '|' .. fmt(count) .. '|' .. token .. '|' .. fmt(exp) .. '|' .. fmt(delay) .. '|' .. wid .. (rest or '')
 end
+-- The next fencing token, max(last + 1, now in µs), read and written by one SET … GET (the
+-- options after it, e.g. PXAT, go with the write).
+local function take_token(t, now_us, ...)
+  local tok = fmt(now_us)
+  local last = redis.call('SET', t, tok, 'GET', ...)
+  if last and tonumber(last) >= now_us then
+    tok = fmt(tonumber(last) + 1)
+    redis.call('SET', t, tok, ...)
+  end
+  return tok
+end
 local function next_token(t, now_us)
   local last = tonumber(redis.call('GET', t) or '0')
   local token = last + 1
@@ -71,9 +82,10 @@ local function touch_holders(h, x, t)
 end
 -- Write one hold record whose block ends at `untl`, and keep the keys' expiries. Alone (no
 -- index, no other field) the hash expires with it; a second holder indexes the first in `x`.
-local function put_hold(h, x, t, field, rec, untl)
-  if redis.call('EXISTS', x) == 0 then
-    local all = redis.call('HGETALL', h)
+-- live: the hash's fields and values when `x` does not exist (purge_holders), else nil.
+local function put_hold(h, x, t, field, rec, untl, live)
+  if live or redis.call('EXISTS', x) == 0 then
+    local all = live or redis.call('HGETALL', h)
     if #all == 0 or (#all == 2 and all[1] == field) then
       redis.call('HSET', h, field, rec)
       redis.call('PEXPIREAT', h, untl + 1000)
