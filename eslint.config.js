@@ -5,7 +5,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'test/**/*.java', '.servers/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'test/**/*.java', '.servers/**', '.scratch/**', 'test-results/**'] },
   js.configs.recommended,
   ...tseslint.configs.strict,
   {

@@ -70,6 +70,7 @@ export function optionsFromEnv(defaults: MatrixOptions = {}): MatrixOptions {
     contenders: list ? list.split(',').map(Number) : (o.contenders ?? [1, 2, 8, 32, 64]),
     durationMs: num('BENCH_SECONDS', (o.durationMs ?? 3_000) / 1000) * 1000,
     criticalMs: num('BENCH_CRITICAL_MS', o.criticalMs ?? 2),
+    hotRounds: num('BENCH_HOT_ROUNDS', o.hotRounds ?? (quick ? 2 : 4)),
     keys: num('BENCH_KEYS', o.keys ?? 10_000),
     waiters: num('BENCH_WAITERS', o.waiters ?? 1_000),
     idleMs: num('BENCH_IDLE_SECONDS', (o.idleMs ?? 3_000) / 1000) * 1000,
@@ -120,7 +121,7 @@ export async function runEngine(run: EngineRun): Promise<void> {
   console.log(`engine: ${run.engine}`);
   console.log(`machine: ${machine.cpus} CPUs, ${machine.cpu}, node ${machine.node}, load average ${machine.load.toFixed(2)} at the start`);
   console.log(
-    `matrix: uncontended ${o.iterations} cycles × ${o.rounds} rounds and ${o.handoffRounds} hand-offs, libraries alternating; hot lock at ${o.contenders?.join('/')} contenders × ${(o.durationMs ?? 0) / 1000} s, ` +
+    `matrix: uncontended ${o.iterations} cycles × ${o.rounds} rounds and ${o.handoffRounds} hand-offs, libraries alternating; hot lock at ${o.contenders?.join('/')} contenders × ${(o.durationMs ?? 0) / 1000} s in ${o.hotRounds} alternating rounds, ` +
       `${o.criticalMs} ms critical section; ${o.keys} keys; ${o.waiters} waiters, ${(o.idleMs ?? 0) / 1000} s idle` +
       (run.probeCounts ? ` (server ops = ${run.probeCounts})` : ''),
   );

@@ -15,7 +15,7 @@ import { createLocker } from '../src/index.js';
 import { lockerContender, type BenchClient, type Contender } from '../src/bench-matrix/index.js';
 import { startPostgres } from '../scripts/servers/postgres.js';
 import { startMariaDb } from '../scripts/servers/mariadb.js';
-import { main, runEngine } from './common.js';
+import { childOrMain, runEngine } from './common.js';
 
 const TTL_MS = 10_000;
 const ENGINES = (process.env['BENCH_ENGINES'] ?? 'postgres,mysql').split(',');
@@ -104,13 +104,23 @@ async function mariaDbVersion(url: string): Promise<string> {
   }
 }
 
-main(async () => {
+/**
+ * Every library of the run on the server at `url`, by its scheme (also what a forked hand-off
+ * waiter makes from the same URL).
+ */
+function contenders(url: string): Contender[] {
+  const peer = url.startsWith('mysql') ? getLock(url) : pgAdvisory(url);
+  return [locksmith(url, false), locksmith(url, true), peer];
+}
+
+childOrMain(contenders, async () => {
   if (ENGINES.includes('postgres')) {
     const server = await startPostgres();
     try {
       await runEngine({
         engine: `postgresql ${await pgVersion(server.url)}`,
-        contenders: [locksmith(server.url, false), locksmith(server.url, true), pgAdvisory(server.url)],
+        contenders: contenders(server.url),
+        fork: { script: import.meta.filename, url: server.url },
         notes: [`ttl ${TTL_MS} ms; pg_advisory_lock: one dedicated session per client, the server queues the waiters`],
       });
     } finally {
@@ -122,7 +132,8 @@ main(async () => {
     try {
       await runEngine({
         engine: `mariadb ${await mariaDbVersion(server.url)}`,
-        contenders: [locksmith(server.url, false), locksmith(server.url, true), getLock(server.url)],
+        contenders: contenders(server.url),
+        fork: { script: import.meta.filename, url: server.url },
         notes: [`ttl ${TTL_MS} ms; GET_LOCK: one dedicated connection per client, the server queues the waiters`],
       });
     } finally {

@@ -5,7 +5,7 @@
  */
 import { cpus, loadavg } from 'node:os';
 import type { Contender } from './client.js';
-import { handoffNote, runLatencies, runMatrix, type MatrixOptions, type MatrixResult } from './run.js';
+import { handoffNote, runHotRounds, runLatencies, runMatrix, type MatrixOptions, type MatrixResult } from './run.js';
 
 /** The machine a run happened on (figures compare only within one run). */
 export interface MachineInfo {
@@ -28,16 +28,18 @@ export interface ComparisonOptions extends MatrixOptions {
 }
 
 /**
- * Run the matrix for every contender with the same options: the latency rows of all of them
- * in alternating rounds first (so that load hits each alike), then the other rows of each.
+ * Run the matrix for every contender with the same options: the latency rows and then the
+ * hot-lock rows of all of them in alternating rounds (so that load hits each alike), then the
+ * other rows of each.
  */
 export async function runComparison(contenders: readonly Contender[], o: ComparisonOptions = {}): Promise<MatrixResult[]> {
   const progress = o.progress;
   const latency = await runLatencies(contenders, { ...o, ...(progress ? { onRow: progress } : {}) });
+  const hot = await runHotRounds(contenders, { ...o, ...(progress ? { onRow: progress } : {}) });
   const results: MatrixResult[] = [];
   for (const c of contenders) {
     const rowOptions = { ...o, ...(progress ? { onRow: (row: string) => progress(`${c.name}: ${row}`) } : {}) };
-    results.push(await runMatrix(c, rowOptions, latency.get(c.name)));
+    results.push(await runMatrix(c, rowOptions, latency.get(c.name), hot.get(c.name)));
   }
   return results;
 }

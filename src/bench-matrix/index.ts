@@ -16,6 +16,7 @@ export {
 export {
   benchHandoff,
   benchHot,
+  benchHotRounds,
   benchKeys,
   benchUncontended,
   benchWaiters,
@@ -29,7 +30,16 @@ export {
 } from './matrix.js';
 export { benchLatencies, monoMs, type LatencyOptions, type LatencyResult, type UncontendedResult } from './latency.js';
 export { forkedContender, forkedUrl, serveForked } from './remote.js';
-export { formatMatrix, handoffNote, runLatencies, runMatrix, waitersLine, type MatrixOptions, type MatrixResult } from './run.js';
+export {
+  formatMatrix,
+  handoffNote,
+  runHotRounds,
+  runLatencies,
+  runMatrix,
+  waitersLine,
+  type MatrixOptions,
+  type MatrixResult,
+} from './run.js';
 export {
   formatComparison,
   formatRatios,

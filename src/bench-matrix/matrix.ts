@@ -38,25 +38,26 @@ export interface HotResult {
   readonly overlaps: number;
 }
 
-/** One hot lock, `contenders` clients looping lock → critical section → release for `durationMs`. */
-export async function benchHot(
-  source: BenchSource,
-  contenders: number,
-  durationMs: number,
-  criticalMs: number,
-  fair = false,
-): Promise<HotResult> {
-  const clients = await warmClients(contenderOf(source, fair), contenders);
-  const lockId = unique('hot');
-  const counts = new Array<number>(contenders).fill(0);
+/** What one slice of a hot-lock row counted, before it is summed into a {@link HotResult}. */
+export interface HotSlice {
+  /** Grants per client (index = the client's place in the list). */
+  readonly counts: readonly number[];
+  readonly ops: number;
+  readonly longestStreak: number;
+  readonly longestWaitMs: number;
+  readonly overlaps: number;
+}
+
+/** `clients` loop lock → critical section → release on `lockId` for `durationMs`. */
+export async function hotSlice(clients: readonly BenchClient[], lockId: string, durationMs: number, criticalMs: number): Promise<HotSlice> {
+  const counts = new Array<number>(clients.length).fill(0);
   const sequence: number[] = [];
   const stop = new AbortController();
-  setMaxListeners(contenders + 10, stop.signal);
+  setMaxListeners(clients.length + 10, stop.signal);
   let longestWaitMs = 0;
   let inside = 0;
   let overlaps = 0;
-  const t0 = performance.now();
-  const stopAt = t0 + durationMs;
+  const stopAt = performance.now() + durationMs;
   const timer = setTimeout(() => stop.abort(new Error('row over')), durationMs);
   const loop = async (client: BenchClient, who: number): Promise<void> => {
     while (performance.now() < stopAt) {
@@ -66,7 +67,7 @@ export async function benchHot(
         hold = await client.acquire(lockId, { signal: stop.signal });
       } catch (err) {
         if (!stop.signal.aborted) throw err;
-        // Still waiting when the row ended: a starved contender's wait counts too.
+        // Still waiting when the slice ended: a starved contender's wait counts too.
         longestWaitMs = Math.max(longestWaitMs, stopAt - asked);
         return;
       }
@@ -86,17 +87,73 @@ export async function benchHot(
     await Promise.all(clients.map(loop));
   } finally {
     clearTimeout(timer);
-    await closeAll(clients);
   }
+  return { counts, ops: sequence.length, longestStreak: longestStreak(sequence), longestWaitMs, overlaps };
+}
+
+/** Sum the slices of one contender's row (same clients in every slice) into its result. */
+export function sumSlices(contenders: number, slices: readonly HotSlice[], durationMs: number): HotResult {
+  const counts = new Array<number>(contenders).fill(0);
+  for (const s of slices) s.counts.forEach((n, i) => (counts[i] = (counts[i] ?? 0) + n));
+  const ops = slices.reduce((a, s) => a + s.ops, 0);
   return {
     contenders,
-    ops: sequence.length,
-    opsPerSec: sequence.length / (durationMs / 1000),
+    ops,
+    opsPerSec: ops / (durationMs / 1000),
     jain: jainIndex(counts),
-    longestStreak: longestStreak(sequence),
-    longestWaitMs,
-    overlaps,
+    longestStreak: Math.max(0, ...slices.map((s) => s.longestStreak)),
+    longestWaitMs: Math.max(0, ...slices.map((s) => s.longestWaitMs)),
+    overlaps: slices.reduce((a, s) => a + s.overlaps, 0),
   };
+}
+
+/** One hot lock, `contenders` clients looping lock → critical section → release for `durationMs`. */
+export async function benchHot(
+  source: BenchSource,
+  contenders: number,
+  durationMs: number,
+  criticalMs: number,
+  fair = false,
+): Promise<HotResult> {
+  const clients = await warmClients(contenderOf(source, fair), contenders);
+  try {
+    return sumSlices(contenders, [await hotSlice(clients, unique('hot'), durationMs, criticalMs)], durationMs);
+  } finally {
+    await closeAll(clients);
+  }
+}
+
+/**
+ * The hot-lock row of several libraries in alternating rounds (docs/benchmarks.md, "What each
+ * row measures"): every library's clients are opened and warmed first, then each round gives
+ * each library a slice of `durationMs / rounds` on its own lock, the order rotated every
+ * round, so that a change in the machine's load hits every library alike. Streak and longest
+ * wait are the worst slice's (a wait is cut at its slice's end); Jain is over the summed counts.
+ */
+export async function benchHotRounds(
+  sources: readonly Contender[],
+  contenders: number,
+  durationMs: number,
+  criticalMs: number,
+  rounds: number,
+): Promise<Map<string, HotResult>> {
+  const n = Math.max(1, Math.floor(rounds));
+  const opened: BenchClient[][] = [];
+  try {
+    for (const c of sources) opened.push(await warmClients(c, contenders));
+    const slices = sources.map((): HotSlice[] => []);
+    const ids = sources.map(() => unique('hot'));
+    for (let r = 0; r < n; r++) {
+      for (let j = 0; j < sources.length; j++) {
+        const i = (j + r) % sources.length;
+        const clients = opened[i];
+        if (clients) slices[i]?.push(await hotSlice(clients, ids[i] ?? unique('hot'), durationMs / n, criticalMs));
+      }
+    }
+    return new Map(sources.map((c, i) => [c.name, sumSlices(contenders, slices[i] ?? [], durationMs)]));
+  } finally {
+    await Promise.allSettled(opened.map(closeAll));
+  }
 }
 
 /** Result of {@link benchKeys}. */

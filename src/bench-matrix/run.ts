@@ -19,6 +19,11 @@ export interface MatrixOptions {
   readonly durationMs?: number;
   /** Critical section in the hot-lock rows (ms). @default 2 */
   readonly criticalMs?: number;
+  /**
+   * When several libraries are compared: each hot-lock row is cut into this many slices per
+   * library, run in alternating rounds (`benchHotRounds`). @default 4
+   */
+  readonly hotRounds?: number;
   /** Fair mode, when the source is a `LockerFactory` (a `Contender` decides for itself). @default false */
   readonly fair?: boolean;
   /** Distinct keys of the keys row (0: skip). @default 10000 */
@@ -70,17 +75,43 @@ export function runLatencies(contenders: readonly Contender[], o: MatrixOptions 
   );
 }
 
-/** Run the matrix against one contender (or locksmith over a `LockerFactory`). */
-export async function runMatrix(source: BenchSource, o: MatrixOptions = {}, latency?: LatencyResult): Promise<MatrixResult> {
+/** The contender counts of the hot-lock rows that `c` can run. */
+export function hotSizes(c: Contender, o: MatrixOptions): number[] {
+  const max = c.limits?.maxContenders;
+  return (o.contenders ?? [1, 2, 8, 32, 64]).filter((n) => n > 0 && (max === undefined || n <= max));
+}
+
+/** The hot-lock rows of `contenders`, each row in alternating rounds (`benchHotRounds`), by name. */
+export async function runHotRounds(contenders: readonly Contender[], o: MatrixOptions = {}): Promise<Map<string, HotResult[]>> {
+  const out = new Map<string, HotResult[]>(contenders.map((c) => [c.name, []]));
+  const sizes = [...new Set(contenders.flatMap((c) => hotSizes(c, o)))].sort((a, b) => a - b);
+  for (const k of sizes) {
+    const able = contenders.filter((c) => hotSizes(c, o).includes(k));
+    o.onRow?.(`hot lock x${k}, ${o.hotRounds ?? 4} alternating rounds`);
+    const row = await matrix.benchHotRounds(able, k, o.durationMs ?? 3_000, o.criticalMs ?? 2, o.hotRounds ?? 4);
+    for (const [name, r] of row) out.get(name)?.push(r);
+  }
+  return out;
+}
+
+/**
+ * Run the matrix against one contender (or locksmith over a `LockerFactory`); `latency` and
+ * `hot`, when given, are rows already measured (in alternating rounds with other libraries).
+ */
+export async function runMatrix(
+  source: BenchSource,
+  o: MatrixOptions = {},
+  latency?: LatencyResult,
+  measuredHot?: readonly HotResult[],
+): Promise<MatrixResult> {
   const fair = o.fair ?? false;
   const c = contenderOf(source, fair);
   const row = o.onRow ?? (() => undefined);
   const lat = latency ?? (await runLatencies([c], o)).get(c.name);
   if (!lat) throw new Error(`no latency rows for ${c.name}`);
-  const hot: HotResult[] = [];
+  const hot: HotResult[] = measuredHot ? [...measuredHot] : [];
   const limits = c.limits ?? {};
-  for (const k of (o.contenders ?? [1, 2, 8, 32, 64]).filter((n) => n > 0)) {
-    if (limits.maxContenders !== undefined && k > limits.maxContenders) continue;
+  for (const k of measuredHot ? [] : hotSizes(c, o)) {
     row(`hot lock x${k}`);
     hot.push(await matrix.benchHot(c, k, o.durationMs ?? 3_000, o.criticalMs ?? 2));
   }

@@ -59,9 +59,13 @@ function add(seen: Map<string, Seen>, s: LockState): void {
   for (const w of s.queue ?? []) seen.set(`w\0${s.lockId}\0${w.ownerId}\0${w.kind}`, { hold: false, lockId: s.lockId, w });
 }
 
-/** What changed from `before` to `after` (`before` undefined: everything is initial). */
+/**
+ * What changed from `before` to `after` (`before` undefined: everything is initial). Endings
+ * come before beginnings, so that a hand-off seen in one snapshot reads in the order it
+ * happened: the previous holder's `released`, then the next one's `acquired`.
+ */
 export function diff(before: Map<string, Seen> | undefined, after: Map<string, Seen>, now: number): WatchEvent[] {
-  const out: WatchEvent[] = [];
+  const out = before ? endings(before, after, now) : [];
   const initial = before === undefined ? { initial: true } : {};
   for (const [key, s] of after) {
     if (before?.has(key)) continue;
@@ -71,7 +75,12 @@ export function diff(before: Map<string, Seen> | undefined, after: Map<string, S
         : waitEvent('waiting', s.lockId, s.w, s.w.since ?? now, initial),
     );
   }
-  if (!before) return out;
+  return out;
+}
+
+/** The holds and waits of `before` gone from `after`; a waiter that became a holder did not abandon. */
+function endings(before: Map<string, Seen>, after: Map<string, Seen>, now: number): WatchEvent[] {
+  const out: WatchEvent[] = [];
   const holding = new Set<string>();
   for (const s of after.values()) if (s.hold) holding.add(`${s.lockId}\0${s.h.ownerId}`);
   for (const [key, s] of before) {

@@ -10,6 +10,7 @@ import { createLocker } from '../../src/index.js';
 import {
   benchHandoff,
   benchHot,
+  benchHotRounds,
   benchLatencies,
   benchWaiters,
   formatComparison,
@@ -220,4 +221,51 @@ test("a contender's limits skip the rows it cannot run; the comparison shows the
   );
   assert.match(text, /hot x1 ops\/s [\d.]+× \(one process per lock\)/);
   assert.doesNotMatch(text, /hot x4 ops\/s/);
+});
+
+test('the hot-lock rows alternate: each library runs its slices in turn, on the same clients, summed', async () => {
+  const order: string[] = [];
+  const opened: string[] = [];
+  const traced = (c: Contender): Contender => ({
+    ...c,
+    async client() {
+      opened.push(c.name);
+      const inner = await c.client();
+      return { acquire: (id, o) => (order.push(c.name), inner.acquire(id, o)), close: () => inner.close() };
+    },
+  });
+  const res = await benchHotRounds([traced(locksmith(true)), traced(silentPeer('peer'))], 3, 240, 1, 3);
+  assert.deepEqual(opened.filter((x) => x === 'locksmith (fair)').length, 3, 'one set of clients for all the slices');
+  const runs = order.filter((x, i) => x !== order[i - 1]);
+  assert.ok(runs.length >= 6, `3 rounds × 2 libraries take turns (${runs.length} turns)`);
+  const mine = res.get('locksmith (fair)');
+  assert.ok(mine && mine.ops > 0 && mine.overlaps === 0, 'grants counted over the slices');
+  assert.equal(mine.contenders, 3);
+  assert.ok(mine.jain > 0.9, `a fair lock stays fair over the slices (Jain ${mine.jain})`);
+  assert.ok(Math.abs(mine.opsPerSec - mine.ops / 0.24) < 1e-6, 'ops/s over the whole row');
+});
+
+test('a comparison runs the hot-lock rows in alternating rounds; a contender over its limit is left out', async () => {
+  const order: string[] = [];
+  const traced = (c: Contender): Contender => ({
+    ...c,
+    async client() {
+      const inner = await c.client();
+      return { acquire: (id, o) => (order.push(`${c.name}:${id.split(':')[1] ?? ''}`), inner.acquire(id, o)), close: () => inner.close() };
+    },
+  });
+  const limited: Contender = { ...silentPeer('limited'), limits: { maxContenders: 1 } };
+  const [mine, peer] = await runComparison([traced(locksmith()), traced(limited)], { ...quick, keys: 0, waiters: 0, hotRounds: 2 });
+  assert.deepEqual(
+    mine?.hot.map((h) => h.contenders),
+    [1, 4],
+  );
+  assert.deepEqual(
+    peer?.hot.map((h) => h.contenders),
+    [1],
+  );
+  const hot = order.filter((x) => x.endsWith(':hot')).map((x) => x.split(':')[0]);
+  const turns = hot.filter((x, i) => x !== hot[i - 1]);
+  // Two rounds, the order rotated: A B | B A.
+  assert.ok(turns.length >= 3, `the libraries take turns in the hot rows (${turns.join(', ')})`);
 });
