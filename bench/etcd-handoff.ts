@@ -5,8 +5,9 @@
  * second one) for locksmith on etcd and on ZooKeeper, both 3-member clusters on this machine,
  * in ALTERNATING rounds of one run. `BEFORE=<another checkout>` adds that checkout's etcd
  * backend as a third contender, to measure a change against the code before it.
- * `BENCH_ETCD_TMPFS=1` puts etcd's data on tmpfs (the harness's ZooKeeper runs with
- * `forceSync=no`, so that is the like-for-like setting). Knobs: BENCH_ITERATIONS,
+ * Both engines are of one durability class: by default etcd syncs every write to disk and
+ * ZooKeeper runs with `forceSync=yes`; `BENCH_ETCD_TMPFS=1` puts etcd's data on tmpfs and
+ * ZooKeeper runs with `forceSync=no` (neither syncs). Knobs: BENCH_ITERATIONS,
  * BENCH_ROUNDS, BENCH_HANDOFF_ROUNDS (bench/common.ts). See docs/benchmarks.md.
  */
 import { createLocker, type Locker } from '../src/index.js';
@@ -39,7 +40,8 @@ childOrMain(contenders, async () => {
   const o = optionsFromEnv();
   const tmpfs = process.env['BENCH_ETCD_TMPFS'] === '1';
   const etcd = await startEtcd({ memory: tmpfs });
-  const zk = await startZooKeeper({ nodes: 3 });
+  // Like for like: ZooKeeper syncs its log exactly when etcd does.
+  const zk = await startZooKeeper({ nodes: 3, forceSync: !tmpfs });
   try {
     const zkUrl = `zookeeper://${zk.connectString}/bench?sessionTimeoutMs=10000`;
     const script = import.meta.filename;
@@ -48,7 +50,7 @@ childOrMain(contenders, async () => {
       ...contenders(zkUrl).map((c) => forkedContender(c, script, zkUrl)),
     ];
     console.log(
-      `etcd 3-member cluster, data on ${tmpfs ? 'tmpfs (no fsync)' : 'disk (fsync per write)'}; ZooKeeper 3-node ensemble, forceSync=no`,
+      `etcd 3-member cluster, data on ${tmpfs ? 'tmpfs (no fsync)' : 'disk (fsync per write)'}; ZooKeeper 3-node ensemble, forceSync=${tmpfs ? 'no' : 'yes'}`,
     );
     console.log(`${o.iterations} uncontended cycles × ${o.rounds} rounds, ${o.handoffRounds} hand-offs per library, libraries alternating`);
     const results = await benchLatencies(

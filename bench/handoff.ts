@@ -9,7 +9,8 @@
  *
  * Engines: memory file redis redis-fair redlock zookeeper etcd cassandra postgres mysql
  * mysql-ab nats, or `all` (every one but cassandra, a heavy JVM: name it to run it, and
- * mysql-ab). `mysql-ab` runs mysql, mysql with its server-side wake-ups off (`?bells=0`,
+ * mysql-ab). `BEFORE=<another checkout>` runs each variant on that checkout's code too, in the
+ * same alternating rounds (a change against the code before it). `mysql-ab` runs mysql, mysql with its server-side wake-ups off (`?bells=0`,
  * the poll alone) and the poll alone at 10 ms in alternating rounds of one run.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -100,9 +101,21 @@ function server(start: () => Promise<{ url: string; stop(): Promise<void> }>, su
 
 const withQuery = (url: string, query: string | undefined): string => (query ? `${url}${url.includes('?') ? '&' : '?'}${query}` : url);
 
+/** `BEFORE=<another checkout>`: each variant also runs on that checkout's code, in the same alternating rounds. */
+const before = process.env['BEFORE'];
+type MakeLocker = (url: string, o: { ttlMs: number }) => ReturnType<typeof createLocker>;
+const beforeLocker: MakeLocker | undefined = before
+  ? ((await import(`${before}/src/index.ts`)) as { createLocker: MakeLocker }).createLocker
+  : undefined;
+
 /** The contenders of `variants` on `url` (also what a forked waiter makes from the same URL). */
 function contendersOf(url: string, variants: readonly Variant[]): Contender[] {
-  return variants.map((v) => lockerContender(v.name, () => createLocker(withQuery(url, v.query), { ttlMs: TTL_MS }), v.fair === true));
+  return variants.flatMap((v) => [
+    lockerContender(v.name, () => createLocker(withQuery(url, v.query), { ttlMs: TTL_MS }), v.fair === true),
+    ...(beforeLocker
+      ? [lockerContender(`${v.name} (BEFORE)`, () => beforeLocker(withQuery(url, v.query), { ttlMs: TTL_MS }), v.fair === true)]
+      : []),
+  ]);
 }
 
 const ALL_VARIANTS = Object.values(ENGINES).flatMap((e) => e.variants);
@@ -124,8 +137,9 @@ async function measure(name: string, rounds: number): Promise<void> {
   if (!engine) return;
   const started = await engine.start();
   try {
-    const contenders = contendersOf(started.url, engine.variants).map((c, i) =>
-      engine.variants[i]?.local ? c : forkedContender(c, import.meta.filename, started.url),
+    const local = new Set(engine.variants.filter((v) => v.local).map((v) => v.name));
+    const contenders = contendersOf(started.url, engine.variants).map((c) =>
+      local.has(c.name.replace(/ \(BEFORE\)$/, '')) ? c : forkedContender(c, import.meta.filename, started.url),
     );
     const results = await benchLatencies(contenders, { cycles: 0, rounds: 0, handoffRounds: rounds, handoff: { budgetMs: 120_000 } });
     for (const [variant, r] of results) {

@@ -21,6 +21,8 @@ export interface Target {
   readonly name: string;
   readonly http: Http;
   readonly base: string;
+  /** The service's process id (row (d) reads its CPU time). */
+  readonly pid?: number;
 }
 
 /** Run `rounds` rounds of every contender, the order rotating each round; the samples of each. */

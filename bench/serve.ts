@@ -11,8 +11,9 @@
  * (c) SESSIONS (1,000) sessions, each holding one lock, keeping alive once a second: the
  *     service process's CPU (/proc/<pid>/stat) as % of one core over CPU_SECONDS, against
  *     the same window idle;
- * (d) CONTENDERS (64) sharing one lock with 0 and with VIEWS (100) SSE connections to
- *     /v1/events (opened by a second process, as browsers would), in VIEW_ROUNDS alternating
+ * (d) CONTENDERS (64) sharing one lock with 0 and with VIEWS (100) streams opened by a
+ *     second process: as the web view page connects (its HTML, then `/v1/events?mode=state`)
+ *     and as raw `/v1/events` clients (VIEW_MODES=page,raw), in VIEW_ROUNDS alternating
  *     rounds each of ROUND_SECONDS: the hand-off (release sent → next grant answered) p50/p99
  *     and grants a second.
  *
@@ -27,7 +28,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createLocker } from '../src/index.js';
 import { percentiles } from '../src/bench-matrix/stats.js';
 import { startRedis } from '../scripts/servers/redis.js';
-import { Http, startServiceProcess } from './serve-client.js';
+import { cpuMsOf, Http, startServiceProcess } from './serve-client.js';
 import { env, ms, rowA, rowB, rowC, type Target } from './serve-rows.js';
 
 const VIEWS = env('VIEWS', 100);
@@ -35,21 +36,36 @@ const CONTENDERS = env('CONTENDERS', 64);
 const ROUND_SECONDS = env('ROUND_SECONDS', 5);
 const VIEW_ROUNDS = env('VIEW_ROUNDS', 4);
 
-/** The views process: opens VIEWS event streams to a service on 'open <base>', closes them on 'close'. */
+/** How (d)'s streams connect: as the web view page does (`mode=state`), or as a raw `/v1/events` client. */
+type ViewMode = 'page' | 'raw';
+const PATHS: Record<ViewMode, string> = { page: '/v1/events?mode=state&prefix=', raw: '/v1/events?prefix=' };
+
+/**
+ * The views process: on 'open <mode> <base>' opens VIEWS streams to a service, each as the
+ * web view page does (its HTML read once, then its one stream) or as a raw events client;
+ * closes them on 'close'.
+ */
 function viewsChild(): void {
   let open: ClientRequest[] = [];
   let events = 0;
   process.on('message', (m: string) => {
     if (m.startsWith('open ')) {
-      const base = m.slice(5);
+      const [, mode, base] = m.split(' ') as [string, ViewMode, string];
       let ready = 0;
-      open = Array.from({ length: VIEWS }, () =>
-        get(`${base}/v1/events?prefix=`, (res) => {
+      const stream = (): ClientRequest =>
+        get(`${base}${PATHS[mode]}`, (res) => {
           res.on('data', (c: Buffer) => (events += c.toString().match(/^event: /gm)?.length ?? 0));
           res.on('error', () => undefined);
           if (++ready === VIEWS) process.send?.('opened');
-        }).on('error', () => undefined),
-      );
+        }).on('error', () => undefined);
+      open = Array.from({ length: VIEWS }, () => {
+        if (mode === 'raw') return stream();
+        const page = get(`${base}/`, (res) => {
+          res.resume();
+          res.on('end', () => open.push(stream()));
+        });
+        return page.on('error', () => undefined);
+      });
     } else if (m === 'close') {
       for (const r of open) r.destroy();
       open = [];
@@ -80,57 +96,88 @@ async function contend(http: Http, sessions: readonly string[]): Promise<{ gaps:
   return { gaps, grants };
 }
 
-/** What one service's rounds of (d) collected. */
+/** What one service's rounds of (d) collected, per way of viewing. */
 interface DState {
   readonly target: Target;
   readonly sessions: string[];
-  readonly none: number[];
-  readonly viewed: number[];
-  readonly grants: { none: number; viewed: number };
-  events: number;
+  readonly gaps: Record<'none' | ViewMode, number[]>;
+  readonly grants: Record<'none' | ViewMode, number>;
+  readonly events: Record<ViewMode, number>;
+  /** CPU ms spent during the rounds of each mode: the service, Redis, the views' process. */
+  readonly cpu: Record<'none' | ViewMode, { service: number; redis: number; views: number }>;
 }
 
-/** One round of (d) on one service, with or without the views. */
-async function roundD(views: ChildProcess, d: DState, withViews: boolean): Promise<void> {
-  if (withViews) {
-    views.send(`open ${d.target.base}`);
+/** Where (d) reads CPU time: the service (per target), Redis and the views' process. */
+const pids = { redis: 0, views: 0 };
+const cpuOf = (pid: number | undefined): number => (pid ? cpuMsOf(pid) : 0);
+
+/** One round of (d) on one service, without views or with VIEWS streams of `mode`. */
+async function roundD(views: ChildProcess, d: DState, mode: 'none' | ViewMode): Promise<void> {
+  if (mode !== 'none') {
+    // The page of the checkout before knew no mode=state: its views opened the raw stream (and re-read each changed lock, not done here).
+    const wire = mode === 'page' && d.target.name !== 'service' ? 'raw' : mode;
+    views.send(`open ${wire} ${d.target.base}`);
     await once(views, 'message');
     await sleep(500);
   }
+  const c0 = { service: cpuOf(d.target.pid), redis: cpuOf(pids.redis), views: cpuOf(pids.views) };
   const got = await contend(d.target.http, d.sessions);
-  (withViews ? d.viewed : d.none).push(...got.gaps);
-  d.grants[withViews ? 'viewed' : 'none'] += got.grants;
-  if (withViews) {
+  const used = d.cpu[mode];
+  used.service += cpuOf(d.target.pid) - c0.service;
+  used.redis += cpuOf(pids.redis) - c0.redis;
+  used.views += cpuOf(pids.views) - c0.views;
+  d.gaps[mode].push(...got.gaps);
+  d.grants[mode] += got.grants;
+  if (mode !== 'none') {
     views.send('close');
     const [m] = (await once(views, 'message')) as [string];
-    d.events += Number(m.split(' ')[1]);
+    d.events[mode] += Number(m.split(' ')[1]);
   }
   for (const s of d.sessions) await d.target.http.call('POST', `/v1/sessions/${s}/keepalive`);
 }
 
-/** (d) hand-off with CONTENDERS on one lock, without and with VIEWS event streams, alternating (and across services). */
+/** VIEW_MODES: which streams (d) opens beside its rounds without views (default both). */
+const MODES = (process.env.VIEW_MODES ?? 'page,raw').split(',') as ViewMode[];
+
+/** (d) hand-off with CONTENDERS on one lock, without views and with VIEWS streams of each mode, alternating (and across services). */
 async function rowD(targets: readonly Target[]): Promise<void> {
   const views: ChildProcess = fork(import.meta.filename, ['--views'], { execArgv: ['--import', 'tsx'] });
+  pids.views = views.pid ?? 0;
   const states: DState[] = [];
   for (const target of targets) {
     const sessions = await Promise.all(Array.from({ length: CONTENDERS }, () => target.http.session(120_000)));
-    states.push({ target, sessions, none: [], viewed: [], grants: { none: 0, viewed: 0 }, events: 0 });
+    const gaps = { none: [], page: [], raw: [] };
+    const zero = () => ({ service: 0, redis: 0, views: 0 });
+    const cpu = { none: zero(), page: zero(), raw: zero() };
+    states.push({ target, sessions, gaps, grants: { none: 0, page: 0, raw: 0 }, events: { page: 0, raw: 0 }, cpu });
   }
-  for (let r = 0; r < VIEW_ROUNDS * 2; r++) {
-    for (let k = 0; k < states.length; k++) await roundD(views, states[(r + k) % states.length]!, r % 2 === 1);
+  const modes = ['none', ...MODES] as const;
+  for (let r = 0; r < VIEW_ROUNDS * modes.length; r++) {
+    for (let k = 0; k < states.length; k++) await roundD(views, states[(r + k) % states.length]!, modes[r % modes.length]!);
   }
   views.send('exit');
   const secs = VIEW_ROUNDS * ROUND_SECONDS;
   for (const d of states) {
-    const [a, b] = [percentiles(d.none), percentiles(d.viewed)];
+    const base = percentiles(d.gaps.none);
     const name = d.target.name;
+    // CPU as % of one core over the rounds of a mode, and per grant.
+    const cpu = (mode: 'none' | ViewMode): string => {
+      const c = d.cpu[mode];
+      const pct = (x: number): string => `${((x / (secs * 1000)) * 100).toFixed(0)} %`;
+      const per = (x: number): string => `${((x / Math.max(1, d.grants[mode])) * 1000).toFixed(0)} µs`;
+      return `CPU: service ${pct(c.service)} (${per(c.service)}/grant), redis ${pct(c.redis)}, views ${pct(c.views)}`;
+    };
     console.log(
-      `(d) ${name}, ${CONTENDERS} contenders, no views: hand-off ${ms(a)} p50 / p99, ${(d.grants.none / secs).toFixed(0)} grants/s`,
+      `(d) ${name}, ${CONTENDERS} contenders, no views: hand-off ${ms(base)} p50 / p99, ${(d.grants.none / secs).toFixed(0)} grants/s; ${cpu('none')}`,
     );
-    console.log(
-      `(d) ${name}, ${CONTENDERS} contenders, ${VIEWS} views: hand-off ${ms(b)} p50 / p99, ${(d.grants.viewed / secs).toFixed(0)} grants/s ` +
-        `(${d.events} events delivered); slowdown p50 ${((b.p50 / a.p50 - 1) * 100).toFixed(1)} %, grants/s ${((1 - d.grants.viewed / d.grants.none) * 100).toFixed(1)} % (target ≤ 10 %)`,
-    );
+    for (const mode of MODES) {
+      const p = percentiles(d.gaps[mode]);
+      const how = mode === 'page' ? 'as the web view page (mode=state)' : 'raw /v1/events';
+      console.log(
+        `(d) ${name}, ${CONTENDERS} contenders, ${VIEWS} views ${how}: hand-off ${ms(p)} p50 / p99, ${(d.grants[mode] / secs).toFixed(0)} grants/s ` +
+          `(${d.events[mode]} events delivered); slowdown p50 ${((p.p50 / base.p50 - 1) * 100).toFixed(1)} %, grants/s ${((1 - d.grants[mode] / d.grants.none) * 100).toFixed(1)} % (target ≤ 10 %); ${cpu(mode)}`,
+      );
+    }
     for (const s of d.sessions) await d.target.http.call('DELETE', `/v1/sessions/${s}`);
   }
 }
@@ -139,6 +186,7 @@ async function main(): Promise<void> {
   const engine = process.argv[2] ?? 'redis';
   const rows = (process.argv[3] ?? 'a,b,c,d').split(',');
   const redis = engine === 'redis' ? await startRedis() : undefined;
+  pids.redis = redis?.nodes[0]?.pid ?? 0;
   const url = redis ? redis.url : engine === 'memory' ? 'memory://' : engine;
   const prof = process.env.SERVE_CPU_PROF;
   // SERVE_MAIN=<another checkout's src/cli/main.ts>: measure that service instead (row (c) of a change's before).
@@ -146,8 +194,8 @@ async function main(): Promise<void> {
   const http = new Http(service.base);
   const before = process.env.SERVE_BEFORE ? await startServiceProcess(url, [], process.env.SERVE_BEFORE) : undefined;
   const targets: Target[] = [
-    { name: 'service', http, base: service.base },
-    ...(before ? [{ name: 'service (before)', http: new Http(before.base), base: before.base }] : []),
+    { name: 'service', http, base: service.base, pid: service.child.pid ?? 0 },
+    ...(before ? [{ name: 'service (before)', http: new Http(before.base), base: before.base, pid: before.child.pid ?? 0 }] : []),
   ];
   console.log(
     `backend: ${engine === 'redis' ? `redis (harness, ${url})` : url}; service ${service.base} (own process); node ${process.version}`,

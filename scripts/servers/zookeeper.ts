@@ -42,6 +42,12 @@ export interface ZooKeeperServerOptions {
   readonly heap?: string;
   /** Run every server's JVM on this clock (libfaketime; the JVM reads time through libc). */
   readonly clock?: ServerClock;
+  /**
+   * Sync the transaction log to disk before acknowledging (`forceSync=yes`, ZooKeeper's own
+   * default). Default false: the harness runs without, like etcd on tmpfs (benchmarks compare
+   * engines of one durability class, docs/benchmarks.md).
+   */
+  readonly forceSync?: boolean;
 }
 
 /** A running ZooKeeper engine plus what the ZooKeeper tests need beyond {@link RunningServer}. */
@@ -130,6 +136,7 @@ interface ZkPlan {
   readonly electionPort: (i: number) => number;
   readonly classpath: string;
   readonly env?: NodeJS.ProcessEnv;
+  readonly forceSync: boolean;
 }
 
 /** zoo.cfg of server `i`, its data in `dataDir`. */
@@ -149,7 +156,7 @@ function zooCfg(plan: ZkPlan, i: number, dataDir: string): string {
     'admin.enableServer=false',
     '4lw.commands.whitelist=*',
     'autopurge.purgeInterval=0',
-    'forceSync=no',
+    `forceSync=${plan.forceSync ? 'yes' : 'no'}`,
     // Empty lock parents (CONTAINER nodes) are reaped quickly, as in production tuning.
     'znode.container.checkIntervalMs=1000',
   ];
@@ -171,7 +178,7 @@ function zkJavaArgs(plan: ZkPlan, cfg: string): string[] {
     '-Dzookeeper.jmx.log4j.disable=true',
     '-Dorg.slf4j.simpleLogger.defaultLogLevel=warn',
     '-Dzookeeper.admin.enableServer=false',
-    '-Dzookeeper.forceSync=no',
+    `-Dzookeeper.forceSync=${plan.forceSync ? 'yes' : 'no'}`,
     '-cp',
     plan.classpath,
     'org.apache.zookeeper.server.quorum.QuorumPeerMain',
@@ -234,6 +241,7 @@ export async function startZooKeeper(opts: ZooKeeperServerOptions = {}): Promise
     minSession: opts.minSessionTimeoutMs ?? 2 * tick,
     maxSession: opts.maxSessionTimeoutMs ?? 60_000,
     heap: opts.heap ?? '256m',
+    forceSync: opts.forceSync ?? false,
     clientPort: (i) => ports[i * 3] as number,
     peerPort: (i) => ports[i * 3 + 1] as number,
     electionPort: (i) => ports[i * 3 + 2] as number,

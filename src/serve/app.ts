@@ -8,7 +8,7 @@ import { Access, RateLimit, type Need } from './auth.js';
 import type { Locker } from '../locker.js';
 import { errorHandler } from './errors.js';
 import { VIEW_HTML } from './view.js';
-import { eventRoutes } from './events.js';
+import { eventRoutes, type StreamOptions } from './events.js';
 import { electionRoutes } from './elections.js';
 import { historyRoutes } from './history.js';
 import { Holds } from './holds.js';
@@ -44,6 +44,8 @@ export interface ServeOptions {
   readonly logger?: FastifyServerOptions['logger'];
   /** Polling period of `/v1/events` on backends that are not notified (ms). @default 1000 */
   readonly watchEveryMs?: number;
+  /** `/v1/events`: each stream's unsent-bytes bound and the state streams' period (docs/serve.md, "Events"). */
+  readonly streams?: Partial<StreamOptions>;
   /** The version shown in the OpenAPI document. */
   readonly version?: string;
 }
@@ -102,7 +104,7 @@ export async function buildServer(options: ServeOptions): Promise<FastifyInstanc
   sessionRoutes(app, deps);
   lockRoutes(app, deps);
   adminRoutes(app, deps);
-  eventRoutes(app, options.locker, options.watchEveryMs ?? 1_000);
+  eventRoutes(app, options.locker, options.watchEveryMs ?? 1_000, options.streams);
   electionRoutes(app, deps, options.watchEveryMs ?? 1_000);
   historyRoutes(app, options.locker, options.watchEveryMs ?? 1_000);
   app.get('/', { config: OPEN }, async (_request, reply) =>

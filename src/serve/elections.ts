@@ -13,6 +13,7 @@ import type { LeaderInfo } from '../election.js';
 import * as S from './election-schemas.js';
 import { checkLockId, gone, LOCK, ownSession, READ, type RouteDeps } from './routes.js';
 import { ServeError, type HoldInfo } from './sessions.js';
+import { Campaigns } from './campaigns.js';
 
 type Params = { name: string };
 /** What `leader` and `observe` say about who leads. */
@@ -70,6 +71,7 @@ async function terms(deps: RouteDeps, session: string, name: string, token?: str
 
 /** Register campaign, resign, leader and observe. */
 export function electionRoutes(app: FastifyInstance, deps: RouteDeps, everyMs: number): void {
+  const campaigns = new Campaigns(deps.locker);
   app.post('/v1/elections/:name/campaign', { schema: S.campaign, config: LOCK }, async (request, reply) => {
     const name = checkLockId((request.params as Params).name);
     const b = request.body as { session: string; value?: string; waitMs?: number; requestId?: string };
@@ -80,17 +82,19 @@ export function electionRoutes(app: FastifyInstance, deps: RouteDeps, everyMs: n
     const term = (await terms(deps, session.id, name))[0];
     if (term !== undefined)
       return grantView(name, leaderView({ ownerId: term.grant.ownerId, token: term.token }).value, term, session.ttlMs);
-    const fair = (await deps.locker.backend()).capabilities.fair;
+    const backend = await deps.locker.backend();
     const input = {
       session: session.id,
       lockId: name,
       waitMs: b.waitMs ?? 0,
-      fair,
+      fair: backend.capabilities.fair,
       kind: 'mutex' as const,
       permits: 1,
       participant: value,
     };
-    const got = await deps.holds.acquire(b.requestId === undefined ? input : { ...input, requestId: b.requestId }, gone(reply));
+    const got = await campaigns.run(session.id, name, input.waitMs > 0, (signal) =>
+      deps.holds.acquire(b.requestId === undefined ? input : { ...input, requestId: b.requestId }, AbortSignal.any([gone(reply), signal])),
+    );
     const { lockId, kind: _kind, ...rest } = got;
     return { name: lockId, value, ...rest };
   });
@@ -98,11 +102,13 @@ export function electionRoutes(app: FastifyInstance, deps: RouteDeps, everyMs: n
     const name = checkLockId((request.params as Params).name);
     const b = request.body as { session: string; token?: string };
     await ownSession(deps, request, b.session);
+    // Waiting campaigns first, so that none is elected by the release of the term below.
+    const withdrawn = await campaigns.withdraw(b.session, name);
     let resigned = false;
     for (const t of await terms(deps, b.session, name, b.token)) {
       if (await deps.holds.release(b.session, name, t.token)) resigned = true;
     }
-    return { resigned };
+    return { resigned, withdrawn };
   });
   app.get('/v1/elections/:name/leader', { schema: S.leaderOf, config: READ }, async (request) => {
     const name = checkLockId((request.params as Params).name);

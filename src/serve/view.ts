@@ -1,10 +1,12 @@
 /**
  * The web view at `/` (docs/serve.md, "Web view"): one static page, inline script, no build
- * step and nothing fetched but this service's own API. It lists every lock under a prefix
- * (all pages of `GET /v1/locks`), then follows `GET /v1/events` and re-reads each lock that
- * changed; the lease left counts down locally. `#/locks/<id>` is a lock's page: holders,
- * waiters in order and its recent hand-offs (history.ts), re-read on its events and every second. The page carries no data itself: with tokens
- * it asks for one and sends it as a header (fetch, not EventSource, which cannot).
+ * step and nothing fetched but this service's own API. It follows `GET /v1/events?mode=state`:
+ * the state of every lock under a prefix first, then each changed lock's latest state at most
+ * a few times a second (events.ts), so a view costs the service one write per tick whatever
+ * the rate of changes; the lease left counts down locally. `#/locks/<id>` is a lock's page:
+ * holders, waiters in order and its recent hand-offs (history.ts), re-read on its changes and
+ * every second. The page carries no data itself: with tokens it asks for one and sends it as
+ * a header (fetch, not EventSource, which cannot).
  */
 
 /** The page. Every value from the service is put in the DOM as text, never as HTML. */
@@ -56,7 +58,7 @@ h2{font-size:1.15em;margin:.2em 0 .5em}h3{font-size:1em;margin:1em 0 .3em}
   const pageSize = Math.max(1, Math.min(1000, Number(params.get('pageSize')) || 50));
   const $ = (id) => document.getElementById(id);
   const locks = new Map();
-  let page = 0, stream = null, rereads = new Map();
+  let page = 0, stream = null;
   $('prefix').value = params.get('prefix') || '';
   $('token').value = sessionStorage.getItem('locksmith-token') || '';
   const headers = () => { const t = $('token').value; return t ? { authorization: 'Bearer ' + t } : {}; };
@@ -120,54 +122,38 @@ h2{font-size:1.15em;margin:.2em 0 .5em}h3{font-size:1em;margin:1em 0 .3em}
     if (!r.ok) throw new Error(r.status + ' ' + (await r.text()));
     return r.json();
   }
-  async function loadAll(prefix) {
-    locks.clear();
-    let cursor;
-    do {
-      const q = new URLSearchParams({ prefix, limit: '1000' });
-      if (cursor) q.set('cursor', cursor);
-      const p = await getJson('/v1/locks?' + q);
-      for (const l of p.locks) locks.set(l.lockId, l);
-      cursor = p.cursor;
-    } while (cursor);
-    render();
-  }
   // Many changes at once (10,000 locks, 64 contenders) make one render, not one each.
   let pending = null;
   function later() { if (!pending) pending = setTimeout(() => { pending = null; render(); }, 100); }
-  // An initial event of the watch that the listing already shows needs no re-read.
-  function known(e) {
-    const l = locks.get(e.lockId);
-    if (!l) return false;
-    if (e.type === 'acquired') return l.holders.some((h) => h.ownerId === e.ownerId && h.token === e.token);
-    return e.type === 'waiting' && l.waiters > 0;
+  // A lock's state, as the stream sends it (the latest, at most a few times a second).
+  function apply(l) {
+    if (l.holders.length > 0 || l.waiters > 0) locks.set(l.lockId, l); else locks.delete(l.lockId);
+    later();
+    if (l.lockId === current()) showLock();
   }
-  function reread(lockId) {
-    if (rereads.has(lockId)) return;
-    rereads.set(lockId, setTimeout(async () => {
-      rereads.delete(lockId);
-      try { locks.set(lockId, await getJson('/v1/locks/' + encodeURIComponent(lockId))); } catch (e) { return; }
-      later();
-      if (lockId === current()) showLock();
-    }, 50));
-  }
+  // The stream in state mode starts with every lock under the prefix, then sends each lock
+  // that changed; after a resync (this page read too slowly) the whole state comes again.
   async function follow(prefix, signal) {
-    const r = await fetch('/v1/events?prefix=' + encodeURIComponent(prefix), { headers: headers(), signal });
+    const r = await fetch('/v1/events?mode=state&prefix=' + encodeURIComponent(prefix), { headers: headers(), signal });
     if (!r.ok || !r.body) throw new Error(String(r.status));
+    locks.clear(); later();
     $('status').textContent = 'live'; $('status').className = 'live';
     const reader = r.body.getReader(), dec = new TextDecoder();
     let buf = '';
     for (;;) {
       const { value, done } = await reader.read();
-      if (done) break;
+      if (done) throw new Error('the stream ended');
       buf += dec.decode(value, { stream: true });
-      let end;
-      while ((end = buf.indexOf('\\n\\n')) >= 0) {
-        const block = buf.slice(0, end); buf = buf.slice(end + 2);
-        const data = /^data: (.*)$/m.exec(block);
-        const e = data && JSON.parse(data[1]);
-        if (e && !(e.initial && known(e))) reread(e.lockId);
+      let at = 0, end;
+      while ((end = buf.indexOf('\\n\\n', at)) >= 0) {
+        const block = buf.slice(at, end); at = end + 2;
+        const name = /^event: (.*)$/m.exec(block), data = /^data: (.*)$/m.exec(block);
+        if (!name || !data) continue;
+        if (name[1] === 'state') apply(JSON.parse(data[1]));
+        else if (name[1] === 'resync') { locks.clear(); later(); }
+        else if (name[1] === 'error') throw new Error(JSON.parse(data[1]).message);
       }
+      buf = buf.slice(at);
     }
   }
   async function start() {
@@ -176,7 +162,7 @@ h2{font-size:1.15em;margin:.2em 0 .5em}h3{font-size:1em;margin:1em 0 .3em}
     const signal = stream.signal, prefix = $('prefix').value;
     sessionStorage.setItem('locksmith-token', $('token').value);
     while (!signal.aborted) {
-      try { await loadAll(prefix); await follow(prefix, signal); }
+      try { await follow(prefix, signal); }
       catch (e) { if (signal.aborted) return; $('status').textContent = 'disconnected: ' + e.message; $('status').className = 'down'; }
       await new Promise((r) => setTimeout(r, 2000));
     }

@@ -1,7 +1,8 @@
 /**
  * The web view in a real browser (docs/serve.md, "Web view"): Debian's chromium driven by
  * puppeteer-core, while another process (a Python client of the service) takes and
- * releases locks. A screenshot is kept in test-results/serve-view.png.
+ * releases locks, in bursts too (the page follows `/v1/events?mode=state`). A screenshot is
+ * kept in test-results/serve-view.png.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
@@ -100,6 +101,26 @@ test('the view shows holder, token, countdown and waiters live while another pro
   assert.equal((await row('web/a'))?.waiters, '-');
   await two.send(`release web/a ${bob} ${String(second.token)}`);
   await until('web/a gone', async () => (await row('web/a')) === null);
+});
+
+test('after a burst of hand-offs the view shows the final holder and token (state stream)', T, async () => {
+  const [one, two] = [driver(service.base), driver(service.base)];
+  drivers.push(one, two);
+  await page.goto(`${service.base}/?prefix=web/&pageSize=5`);
+  await until('live', async () => (await page.$eval('#status', (e) => e.textContent)) === 'live');
+  const [erin, fred] = [(await one.send('session erin 30000')).id as string, (await two.send('session fred 30000')).id as string];
+  let last: Record<string, unknown> = {};
+  for (let i = 0; i < 30; i += 1) {
+    const [who, s] = i % 2 === 0 ? [one, erin] : [two, fred];
+    last = await who.send(`acquire web/burst ${s} 0`);
+    if (i < 29) await who.send(`release web/burst ${s} ${String(last.token)}`);
+  }
+  await until('fred holds web/burst with the last token', async () => {
+    const r = await row('web/burst');
+    return r?.holder === 'fred' && r.token === last.token;
+  });
+  await two.send(`release web/burst ${fred} ${String(last.token)}`);
+  await until('web/burst gone', async () => (await row('web/burst')) === null);
 });
 
 test('filter and paging', T, async () => {

@@ -1,7 +1,7 @@
 /**
  * The election cases every backend runs (docs/serve.md, "Elections"): campaign as a long
  * poll, leader, observe as SSE, resign, leadership lost with the session, one election with
- * the library's `locker.election()`, and bad input.
+ * the library's `locker.election()`, a resign withdrawing a waiting campaign, and bad input.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -27,6 +27,7 @@ function elections(base: string) {
 /** Register the cases against the service at `svc().base`, over `svc().locker`'s backend. */
 export function electionCases(svc: () => Svc): void {
   termCases(svc);
+  withdrawCases(svc);
   observeCases(svc);
   badInputCases(svc);
 }
@@ -74,6 +75,34 @@ function termCases(svc: () => Svc): void {
     assert.equal((await e.leader(name))?.session, other);
     const retried = await e.campaign(name, { session: other, requestId: 'c-1' });
     assert.equal(retried.body.token, next.body.token, 'a retried campaign answers the same term');
+  });
+}
+
+function withdrawCases(svc: () => Svc): void {
+  test("resign withdraws the session's waiting campaign: 409 CAMPAIGN_WITHDRAWN, no queue entry, never elected", T, async () => {
+    const c = client(svc().base);
+    const e = elections(svc().base);
+    const name = fresh();
+    const [a, b] = [await c.session(10_000, 'alpha'), await c.session(10_000, 'beta')];
+    assert.equal((await e.campaign(name, { session: a })).status, 200);
+    const waiting = e.campaign(name, { session: b, waitMs: 30_000 });
+    const waiters = async (): Promise<number> => (await c.inspect(name)).body.waiters as number;
+    await eventually('beta waits', async () => (await waiters()) === 1);
+    assert.deepEqual((await e.resign(name, { session: b })).body, { resigned: false });
+    const answer = await waiting;
+    assert.deepEqual([answer.status, answer.body.code], [409, 'CAMPAIGN_WITHDRAWN'], JSON.stringify(answer.body));
+    assert.equal(await waiters(), 0, 'no queue entry left behind');
+    assert.deepEqual((await e.resign(name, { session: a })).body, { resigned: true });
+    assert.equal(await e.leader(name), null, 'the withdrawn campaign is not elected');
+    // A campaign whose client goes away leaves no queue entry either.
+    assert.equal((await e.campaign(name, { session: a })).status, 200);
+    const gone = new AbortController();
+    const abandoned = e.campaign(name, { session: b, waitMs: 30_000 }, gone.signal).catch(() => undefined);
+    await eventually('beta waits again', async () => (await waiters()) === 1);
+    gone.abort();
+    await abandoned;
+    await eventually('the abandoned campaign left the queue', async () => (await waiters()) === 0);
+    await Promise.all([c.end(a), c.end(b)]);
   });
 }
 

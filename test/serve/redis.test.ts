@@ -5,6 +5,7 @@ import { useServer } from '../helpers.js';
 import { apiCases } from './api-cases.js';
 import { electionCases } from './election-cases.js';
 import { startService, type Service } from './service.js';
+import { stateCases } from './stream-cases.js';
 
 const redis = await useServer(() => startRedis());
 let service: Service;
@@ -16,3 +17,4 @@ after(async () => {
 });
 apiCases(() => service.base);
 electionCases(() => service);
+stateCases(() => service);

@@ -1,15 +1,15 @@
 /**
  * Two replicas of the service over one Redis are one service (docs/serve.md, "Design"):
  * a hold made through one is kept alive, extended and released through the other, a retried
- * request through the other finds its grant, and a `kill -9` of the replica that granted
- * the holds loses none of them.
+ * request through the other finds its grant, a `kill -9` of the replica that granted the
+ * holds loses none of them, and a resign through one withdraws a campaign waiting on the other.
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { startRedis } from '../../scripts/servers/redis.js';
-import { useServer } from '../helpers.js';
+import { eventually, useServer } from '../helpers.js';
 import { spawnService } from './process.js';
-import { client, startService } from './service.js';
+import { call, client, startService } from './service.js';
 
 const T = { timeout: 120_000 };
 const redis = await useServer(() => startRedis());
@@ -18,6 +18,21 @@ const b = await startService(redis.url);
 after(async () => {
   await a.kill();
   await b.close();
+});
+
+test("a resign through one replica withdraws the session's campaign waiting on the other", T, async () => {
+  const viaB = client(b.base);
+  const name = 'replicas/leader';
+  const path = (action: string): string => `/v1/elections/${encodeURIComponent(name)}/${action}`;
+  const [leader, follower] = [await viaB.session(10_000, 'leader'), await viaB.session(10_000, 'follower')];
+  assert.equal((await call(b.base, 'POST', path('campaign'), { session: leader })).status, 200);
+  const waiting = call(a.base, 'POST', path('campaign'), { session: follower, waitMs: 30_000 });
+  await eventually('the follower waits on A', async () => ((await viaB.inspect(name)).body.waiters as number) === 1);
+  assert.deepEqual((await call(b.base, 'POST', path('resign'), { session: follower })).body, { resigned: false });
+  const answer = await waiting;
+  assert.deepEqual([answer.status, answer.body.code], [409, 'CAMPAIGN_WITHDRAWN'], JSON.stringify(answer.body));
+  assert.equal((await viaB.inspect(name)).body.waiters, 0, 'no queue entry left behind');
+  await Promise.all([viaB.end(leader), viaB.end(follower)]);
 });
 
 test('a kill -9 of the replica that granted the holds loses none: the other keeps, extends and releases them', T, async () => {

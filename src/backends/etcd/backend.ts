@@ -290,15 +290,27 @@ export class EtcdBackend implements Backend<EtcdTicket, EtcdGrantData>, Abandona
    * next extend. Our own deletions drop the hold first, so they are not reported.
    */
   #watchHeld(data: EtcdGrantData, seenAt: bigint): () => void {
-    const watcher = this.client
-      .watch()
-      .key(data.key)
-      .startRevision((seenAt + 1n).toString())
-      .only('delete')
-      .watcher();
-    watcher.on('error', () => undefined);
-    watcher.on('delete', () => this.#held.gone(data));
-    return () => void watcher.cancel().catch(() => undefined);
+    // Placed after the grant is handed over (the hand-off waits for no stream write); from
+    // the listing's next revision, so nothing that happens in between is missed.
+    let watcher: ReturnType<ReturnType<EtcdClient['watch']>['watcher']> | undefined;
+    let stopped = false;
+    setImmediate(() => {
+      if (stopped || this.#closed) return;
+      watcher = this.client
+        .watch()
+        .key(data.key)
+        .startRevision((seenAt + 1n).toString())
+        .only('delete')
+        .watcher();
+      watcher.on('error', () => undefined);
+      watcher.on('delete', () => this.#held.gone(data));
+    });
+    // Cancelled after the release's delete is sent: the hold is dropped first, so the watch's
+    // report of our own deletion finds nothing to lose.
+    return () => {
+      stopped = true;
+      setImmediate(() => void watcher?.cancel().catch(() => undefined));
+    };
   }
 
   /** Delete the ticket's key: by revision when known, else only if it still has our value. */

@@ -28,18 +28,22 @@ export async function waitForChange(
   const builder = client.watch().startRevision((ticket.seenAt + 1n).toString());
   const watcher = (spec.type === 'key' ? builder.key(spec.key) : builder.prefix(spec.prefix)).only('delete').watcher();
   watcher.on('error', () => undefined);
-  const ctl = new AbortController();
-  const stop = (): void => ctl.abort();
+  // A plain promise, not an aborted sleep: the hand-off path creates no AbortError (a stack
+  // capture each) between the watch event and the next attempt.
+  let wake!: () => void;
+  const woken = new Promise<void>((resolve) => (wake = resolve));
   let done = false;
+  const stop = (): void => {
+    done = true;
+    wake();
+  };
   // A watch the package re-attaches after its stream dropped may skip events: no proof from it.
   watcher.on('disconnected', () => {
-    if (spec.type !== 'last' || done) return;
-    done = true;
-    stop();
+    if (spec.type === 'last' && !done) stop();
   });
-  const onAbort = (): void => ctl.abort();
-  signal.addEventListener('abort', onAbort, { once: true });
+  signal.addEventListener('abort', stop, { once: true });
   const unsubscribe = ticket.session.onEnd(stop);
+  const timer = setTimeout(stop, FALLBACK_POLL_MS);
   watcher.on('delete', (kv) => {
     if (done) return;
     if (spec.type === 'last') {
@@ -50,17 +54,18 @@ export async function waitForChange(
       if (key === spec.key) ticket.heldAt = BigInt(kv.mod_revision);
       else if (key !== spec.own) return;
     }
-    done = true;
     notified();
     stop();
   });
   try {
-    await sleep(FALLBACK_POLL_MS, ctl.signal).catch(() => undefined);
+    await woken;
     signal.throwIfAborted();
   } finally {
     done = true;
-    signal.removeEventListener('abort', onAbort);
+    clearTimeout(timer);
+    signal.removeEventListener('abort', stop);
     unsubscribe();
-    void watcher.cancel().catch(() => undefined);
+    // The cancel request is written after the attempt this wake-up starts, not before it.
+    setImmediate(() => void watcher.cancel().catch(() => undefined));
   }
 }
