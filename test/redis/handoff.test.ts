@@ -123,7 +123,8 @@ test('a claim of a hand-off that is gone fails, and the grant held on receipt is
   await woken;
   // The handed hold disappears before b's claim lands (a flushed server, a forced unlock).
   const [h, x] = lockKeys('locksmith:', lockId);
-  assert.equal(await admin.del(h, x), 2);
+  // (A sole holder has no expiry index `x`: docs/backends/redis.md, "How it works".)
+  assert.ok((await admin.del(h, x)) >= 1, 'the handed hold was there');
   const got = await grantOf(b, { ...reqB, ticket });
   await assert.rejects(got.confirmation ?? Promise.resolve(), (e: unknown) => e instanceof LockLostError && e.reason === 'not-held');
   assert.equal(await b.release(got), false);

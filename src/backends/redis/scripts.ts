@@ -9,18 +9,26 @@
  * | key  | type | content |
  * |------|------|---------|
  * | `h`  | hash | holder field → `kind|count|token|expiresAt|lockDelay|mark|acquiredAt|who` (field = ownerId; `ownerId\0token` for a semaphore permit; mark = the waiter id a hand-off is for, or `~<attempt id>` of an explicit owner's attempt, or ''; who = the client's record of the locker, see `whoRecord` in ../redis-wire/keys.ts) |
- * | `x`  | zset | holder field → the server time (ms) until which it blocks others (`expiresAt + lockDelay`) |
+ * | `x`  | zset | holder field → the server time (ms) until which it blocks others (`expiresAt + lockDelay`); only once two holders held at once (see below) |
  * | `t`  | string | the last fencing token (kept 10 min past the last hold) |
  * | `q`  | zset | waiter id → arrival number (the queue order) |
  * | `qx` | zset | waiter id → the server time (ms) at which the entry expires unless its waiter re-attempts |
  * | `qw` | hash | waiter id → `<kind letter><1 fair / 0>|ttl|lockDelay|secret|ownerId` (what a hand-off needs; the secret of the waiter's last attempt); `\0<waiter id>` → `<since ms>|who` |
  * | `qs` | string | the arrival counter |
  *
- * All expiry is decided by the server's clock (`TIME`), never the clients': a holder is
- * alive while its `x` score is in the future. That gives `SET NX PX` semantics to every
- * kind of lock (mutex, read, write, semaphore permit) and lets one hash carry Redisson's
- * owner → count reentrancy. The keys themselves get `PEXPIREAT` just after their last
- * entry, so an abandoned lock leaves nothing behind.
+ * All expiry is decided by the server's clock (`TIME`), never the clients': a holder
+ * blocks others while `expiresAt + lockDelay` of its record is in the future. That gives
+ * `SET NX PX` semantics to every kind of lock (mutex, read, write, semaphore permit) and lets
+ * one hash carry Redisson's owner → count reentrancy. The keys themselves get `PEXPIREAT`
+ * just after their last entry, so an abandoned lock leaves nothing behind.
+ *
+ * The index `x` exists only while it is needed: a sole holder (a mutex, a writer, the first
+ * reader or permit, a hand-off) has none, and its hash expires with it, so the short paths
+ * write one hash and the counter. `put_hold()` in prelude.lua writes every hold record; when
+ * a second field joins a hash without `x`, it indexes the one already there first. Invariant:
+ * if `x` exists it indexes every field of `h` (both go together, with the same expiry);
+ * if not, `h` has at most one field and the helpers that read `x` (`purge_holders`,
+ * `earliest_hold`) read that record instead. An `x` is dropped with its hash (`DEL h x`).
  *
  * A fencing token is `max(last + 1, server time in µs)`: strictly increasing while the
  * counter lives, and still increasing after the counter was lost (restart without

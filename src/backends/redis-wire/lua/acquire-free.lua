@@ -1,13 +1,17 @@
 -- ACQUIRE's fast path, run before the helpers exist (they cost a measurable share of a short
 -- script). Nobody holds and nobody waits (the SET NX PX case): grant inline. Same fields as
--- grant() in acquire.lua; the keys expire with this hold, the counter 10 min later (a quick
--- re-acquire continues the sequence).
+-- grant() in acquire.lua; the hash expires with this hold, the counter 10 min later (a quick
+-- re-acquire continues the sequence). A sole holder has no index `x`: its expiry is in its
+-- record (put_hold() in prelude.lua; an `x` left without a hash sends this to the full path).
 -- Lean on purpose (docs/backends/redis.md, "Lua scripts"): every redis.call and every
 -- string.format costs about half a µs of the server's single thread. So numbers go to
 -- redis.call as Lua numbers (Redis prints them with %.17g: exact below 2^53), ms times are
 -- concatenated as they are (%.14g prints 13 digits exactly), the µs token is spliced from
 -- TIME's two strings, and the counter is read and written by one SET … GET.
-if redis.call('EXISTS', KEYS[1], KEYS[4]) == 0 then
+-- EXISTS counts a key named n times n times: e0 = h + q + 3 × x, so the full path knows
+-- whether `x` exists without asking again (e0 >= 3).
+local e0 = redis.call('EXISTS', KEYS[1], KEYS[4], KEYS[2], KEYS[2], KEYS[2])
+if e0 == 0 then
   local tm = redis.call('TIME')
   local now = tm[1] * 1000 + math.floor(tm[2] / 1000)
   local ttl = tonumber(ARGV[4])
@@ -22,9 +26,7 @@ if redis.call('EXISTS', KEYS[1], KEYS[4]) == 0 then
   local kind, field = ARGV[1], ARGV[3]
   if kind == 's' then field = field .. '\0' .. tok .. '\0' .. ARGV[2] .. '\0' .. (ARGV[14] or '1') end
   redis.call('HSET', KEYS[1], field, kind .. '|1|' .. tok .. '|' .. (now + ttl) .. '|' .. ARGV[5] .. '|' .. ARGV[12] .. '|' .. now .. '|' .. ARGV[13])
-  redis.call('ZADD', KEYS[2], at, field)
   redis.call('PEXPIREAT', KEYS[1], at + 1000)
-  redis.call('PEXPIREAT', KEYS[2], at + 1000)
   -- Watchers hear of the new hold (changed() in prelude-handoff.lua; its helpers do not exist yet).
   redis.call('PUBLISH', string.sub(ARGV[10], 1, -3) .. 'changes', string.sub(KEYS[1], 1, -3))
   return {1, tok, field}

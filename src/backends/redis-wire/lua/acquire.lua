@@ -16,15 +16,13 @@ local now, now_us = clock()
 
 
 -- A new hold with the next fencing token (among other holders or waiters).
-local function grant(rank)
-  local tok = next_token(t, now_us)
+-- live: the unindexed hash as purged (put_hold() in prelude.lua); rank: this waiter's, if queued.
+local function grant(rank, live)
+  local tok = take_token(t, now_us)
   local field = owner
   if kind == 's' then field = owner .. '\0' .. tok .. '\0' .. fmt(permits) .. '\0' .. fmt(weight) end
-  redis.call('HSET', h, field, pack(kind, 1, tok, now + ttl, delay, stamp, '|' .. fmt(now) .. '|' .. who))
-  redis.call('ZADD', x, fmt(now + ttl + delay), field)
-  redis.call('SET', t, tok)
-  touch_holders(h, x, t)
-  if rank then dequeue(q, qx, qw, wid); touch_queue(q, qx, qw, qs) end
+  put_hold(h, x, t, field, pack(kind, 1, tok, now + ttl, delay, stamp, '|' .. fmt(now) .. '|' .. who), now + ttl + delay, live)
+  if rank then unqueue(q, qx, qw, wid) end
   changed(inbox, h)
   -- A shared grant may leave room for the next in line: wake it (it re-checks).
   if kind == 'r' or kind == 's' then
@@ -34,12 +32,14 @@ local function grant(rank)
   return {1, tok, field}
 end
 
-purge_holders(h, x, now)
+-- Whether the holders are indexed in `x` (put_hold() in prelude.lua; e0: acquire-free.lua).
+local ix = e0 >= 3
+local live = purge_holders(h, x, now, ix)
 purge_queue(q, qx, qw, now)
 
 -- Re-entry (Redisson's owner -> count hash): the same owner holding the same kind.
 if kind ~= 's' then
-  local v = redis.call('HGET', h, owner)
+  local v = hold_of(h, owner, live)
   if v then
     local hk, count, token, exp, dl, hw, rest = parse(v)
     if hk == kind and exp > now then
@@ -48,22 +48,21 @@ if kind ~= 's' then
         take_handoff(h, x, t, owner, hk, count, token, exp, ttl, delay, now, rest)
         return {1, token, owner}
       end
+      if stamp ~= '' and (hw == '' or string.sub(hw, 1, 1) == '~') then hw = stamp end
       -- The hold lasts as long as its longest lease: each client vouches for its own ttl.
       if now + ttl > exp then
-        exp = now + ttl
-        redis.call('ZADD', x, fmt(exp + dl), owner)
-        touch_holders(h, x, t)
+        put_hold(h, x, t, owner, pack(hk, count + 1, token, now + ttl, dl, hw, rest), now + ttl + dl)
+      else
+        redis.call('HSET', h, owner, pack(hk, count + 1, token, exp, dl, hw, rest))
       end
-      if stamp ~= '' and (hw == '' or string.sub(hw, 1, 1) == '~') then hw = stamp end
-      redis.call('HSET', h, owner, pack(hk, count + 1, token, exp, dl, hw, rest))
-      dequeue(q, qx, qw, wid); touch_queue(q, qx, qw, qs); changed(inbox, h)
+      dequeue(q, qx, qw, wid); changed(inbox, h)
       return {2, token, owner}
     end
   end
 end
 
 -- Can this kind hold together with the current holders? (A semaphore counts their weights.)
-local ok, used, size = holders_allow(h, kind)
+local ok, used, size = holders_allow(h, kind, live)
 -- One id cannot be counted against two sizes: the caller gets PermitsMismatchError.
 if ok and size and size ~= permits then return {3, fmt(size)} end
 if ok and kind == 's' and used + weight > permits then ok = false end
@@ -91,7 +90,7 @@ if ok then
   end
 end
 
-if ok then return grant(rank) end
+if ok then return grant(rank, live) end
 
 if wait and wid ~= '' then
   if not rank then
@@ -107,8 +106,7 @@ if wait and wid ~= '' then
   touch_queue(q, qx, qw, qs)
 end
 
-local a = redis.call('ZRANGE', x, 0, 0, 'WITHSCORES')
-local best = a[2] and tonumber(a[2])
+local best = earliest_hold(h, x, ix, live)
 local b = redis.call('ZRANGE', qx, 0, 0, 'WITHSCORES')
 if b[2] and b[1] ~= wid then
   local v = tonumber(b[2])

@@ -9,8 +9,6 @@ local hk, count, tok, exp, dl, hw, rest = parse(v)
 if hk ~= kind or tok ~= token or exp <= now then return 0 end
 -- Never shorten: a re-entered hold may carry another client's longer lease.
 if now + ttl > exp then
-  redis.call('HSET', h, field, pack(hk, count, tok, now + ttl, dl, hw, rest))
-  redis.call('ZADD', x, fmt(now + ttl + dl), field)
-  touch_holders(h, x, t)
+  put_hold(h, x, t, field, pack(hk, count, tok, now + ttl, dl, hw, rest), now + ttl + dl)
 end
 return 1

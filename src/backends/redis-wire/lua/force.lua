@@ -15,5 +15,5 @@ changed(inbox, h)
 -- One step up the counter: every broken token is now below the last one and the next grant.
 redis.call('SET', t, next_token(t, now_us), 'PX', 601000)
 -- The next in line takes over now, as after a release (handed the lock or woken).
-if redis.call('EXISTS', q) == 1 then after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us) end
+if redis.call('EXISTS', q) == 1 then after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us, true) end
 return ended

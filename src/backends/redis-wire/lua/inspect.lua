@@ -4,9 +4,9 @@ local h, x, t, q, qx, qw = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local now = clock()
 local all = redis.call('HGETALL', h)
 local holders, queue = {}, {}
+-- A holder blocks others until expiresAt + lockDelay of its record (what `x` indexes, when it exists).
 for i = 1, #all, 2 do
-  local until_ = redis.call('ZSCORE', x, all[i])
-  if until_ and tonumber(until_) > now then
+  if until_of(all[i + 1]) > now then
     table.insert(holders, all[i])
     table.insert(holders, all[i + 1])
   end

@@ -8,33 +8,37 @@ end
 local function changed(inbox, h)
   redis.call('PUBLISH', string.sub(inbox, 1, -3) .. 'changes', string.sub(h, 1, -3))
 end
+-- Remove a queue entry. No touch_queue: removing one never moves the latest expiry of the
+-- rest later, and the keys already expire after that.
+local function unqueue(q, qx, qw, wid)
+  redis.call('ZREM', q, wid)
+  redis.call('ZREM', qx, wid)
+  redis.call('HDEL', qw, wid, '\0' .. wid)
+end
 local function dequeue(q, qx, qw, wid)
   if wid == '' then return false end
   local rank = redis.call('ZRANK', q, wid)
   if not rank then return false end
-  redis.call('ZREM', q, wid)
-  redis.call('ZREM', qx, wid)
-  redis.call('HDEL', qw, wid, '\0' .. wid)
+  unqueue(q, qx, qw, wid)
   return rank
 end
--- Remove one hold entirely.
+-- Remove one hold entirely. Returns true when nobody holds any more.
 local function drop(h, x, t, field)
   if redis.call('HLEN', h) == 1 then
     redis.call('DEL', h, x)
-  else
-    redis.call('HDEL', h, field)
-    redis.call('ZREM', x, field)
-    touch_holders(h, x, t)
+    return true
   end
+  redis.call('HDEL', h, field)
+  redis.call('ZREM', x, field)
+  touch_holders(h, x, t)
+  return false
 end
 -- Claim a hand-off made to this waiter: the lease starts now, for the claimer's ttl and
 -- lockDelay, never shorter than the hold already is (its owner may have re-entered it from
 -- elsewhere meanwhile, vouching for a longer ttl).
 local function take_handoff(h, x, t, field, kind, count, token, exp, ttl, delay, now, rest)
   if now + ttl > exp then exp = now + ttl end
-  redis.call('HSET', h, field, pack(kind, count, token, exp, delay, '', rest))
-  redis.call('ZADD', x, fmt(exp + delay), field)
-  touch_holders(h, x, t)
+  put_hold(h, x, t, field, pack(kind, count, token, exp, delay, '', rest), exp + delay)
 end
 -- After a hold ended: hand the lock to a fair exclusive head waiter when nobody else holds,
 -- else wake the head. A hand-off is a hold the head must claim (CLAIM, or its next attempt)
@@ -45,32 +49,31 @@ end
 -- Call it only when the queue key exists. Returns the id of the waiter it woke or handed the
 -- lock to, or false.
 local CLAIM_MS = 2000
-local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us)
+local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us, free)
   purge_queue(q, qx, qw, now)
-  local nxt = head(q)
+  -- The head and the one behind it (told when the head's claim window ends).
+  local two = redis.call('ZRANGE', q, 0, 1)
+  local nxt = two[1]
   if not nxt then return false end
-  local info = redis.call('HGET', qw, nxt)
-  if info and redis.call('EXISTS', h) == 0 then
+  local rec = redis.call('HMGET', qw, nxt, '\0' .. nxt)
+  local info = rec[1]
+  if info and (free or redis.call('EXISTS', h) == 0) then
     local k, f, ttl, dl, secret, owner = string.match(info, '^(%a)(%d)|(%d+)|(%d+)|([^|]*)|(.*)$')
     if f == '1' and (k == 'm' or k == 'w') and secret ~= '' then
       local claim = tonumber(ttl)
       if claim > CLAIM_MS then claim = CLAIM_MS end
-      local tok = next_token(t, now_us)
       local delay = tonumber(dl)
-      local at, free = now + claim, now + claim + delay
-      -- The hold keeps the waiter's record, acquired now.
-      local who = redis.call('HGET', qw, '\0' .. nxt)
+      local at, free_at = now + claim, now + claim + delay
+      local tok = take_token(t, now_us, 'PXAT', free_at + 601000)
+      -- The hold keeps the waiter's record, acquired now. Nobody else holds: no index `x`.
+      local who = rec[2]
       if who then who = '|' .. fmt(now) .. string.match(who, '^%d*(|.*)$') end
       redis.call('HSET', h, owner, pack(k, 1, tok, at, delay, nxt, who))
-      redis.call('ZADD', x, fmt(free), owner)
-      redis.call('SET', t, tok, 'PXAT', fmt(free + 601000))
-      redis.call('PEXPIREAT', h, fmt(free + 1000))
-      redis.call('PEXPIREAT', x, fmt(free + 1000))
-      -- No touch_queue: removing an entry never moves the latest expiry of the rest later.
-      dequeue(q, qx, qw, nxt)
+      redis.call('PEXPIREAT', h, free_at + 1000)
+      unqueue(q, qx, qw, nxt)
       -- Redis writes the last reply queued first: the head's message goes out before the notice.
-      local second = head(q)
-      if second then notify(inbox, second, second .. '|next|' .. fmt(free - now)) end
+      local second = two[2]
+      if second then notify(inbox, second, second .. '|next|' .. fmt(free_at - now)) end
       notify(inbox, nxt, nxt .. '|' .. tok .. '|' .. fmt(at) .. '|' .. secret)
       return nxt
     end

@@ -14,13 +14,45 @@ end
 local function pack(kind, count, token, exp, delay, wid, rest)
   return kind .. '|' .. fmt(count) .. '|' .. token .. '|' .. fmt(exp) .. '|' .. fmt(delay) .. '|' .. wid .. (rest or '')
 end
+-- The next fencing token, max(last + 1, now in µs), read and written by one SET … GET (the
+-- options after it, e.g. PXAT, go with the write).
+local function take_token(t, now_us, ...)
+  local tok = fmt(now_us)
+  local last = redis.call('SET', t, tok, 'GET', ...)
+  if last and tonumber(last) >= now_us then
+    tok = fmt(tonumber(last) + 1)
+    redis.call('SET', t, tok, ...)
+  end
+  return tok
+end
 local function next_token(t, now_us)
   local last = tonumber(redis.call('GET', t) or '0')
   local token = last + 1
   if now_us > token then token = now_us end
   return fmt(token)
 end
-local function purge_holders(h, x, now)
+-- The index `x` (holder -> the end of its block) exists only once two holders held at once;
+-- until then the sole holder's record is the only place its expiry is (docs/backends/redis.md,
+-- "Lua scripts"). Every hold's block ends at expiresAt + lockDelay, as `x` would say.
+local function until_of(v)
+  local exp, delay = string.match(v, '^%a|%d+|%d+|(%d+)|(%d+)|')
+  return tonumber(exp) + tonumber(delay)
+end
+-- ix: whether `x` exists, when the caller knows (nil: look). Without `x`, returns the hash's
+-- fields and values left (HGETALL's list), for the reads that follow.
+local function purge_holders(h, x, now, ix)
+  if ix == nil then ix = redis.call('EXISTS', x) == 1 end
+  if not ix then
+    local all, live = redis.call('HGETALL', h), {}
+    for i = 1, #all, 2 do
+      if until_of(all[i + 1]) <= now then
+        redis.call('HDEL', h, all[i])
+      else
+        table.insert(live, all[i]); table.insert(live, all[i + 1])
+      end
+    end
+    return live
+  end
   local dead = redis.call('ZRANGEBYSCORE', x, '-inf', fmt(now))
   if #dead > 0 then
     redis.call('HDEL', h, unpack(dead))
@@ -47,6 +79,26 @@ local function touch_holders(h, x, t)
     -- The counter outlives the holders so a quick re-acquire continues the sequence.
     redis.call('PEXPIREAT', t, fmt(at + 600000))
   end
+end
+-- Write one hold record whose block ends at `untl`, and keep the keys' expiries. Alone (no
+-- index, no other field) the hash expires with it; a second holder indexes the first in `x`.
+-- live: the hash's fields and values when `x` does not exist (purge_holders), else nil.
+local function put_hold(h, x, t, field, rec, untl, live)
+  if live or redis.call('EXISTS', x) == 0 then
+    local all = live or redis.call('HGETALL', h)
+    if #all == 0 or (#all == 2 and all[1] == field) then
+      redis.call('HSET', h, field, rec)
+      redis.call('PEXPIREAT', h, untl + 1000)
+      redis.call('PEXPIREAT', t, untl + 601000)
+      return
+    end
+    for i = 1, #all, 2 do
+      if all[i] ~= field then redis.call('ZADD', x, until_of(all[i + 1]), all[i]) end
+    end
+  end
+  redis.call('HSET', h, field, rec)
+  redis.call('ZADD', x, untl, field)
+  touch_holders(h, x, t)
 end
 local function touch_queue(q, qx, qw, qs)
   local last = redis.call('ZRANGE', qx, -1, -1, 'WITHSCORES')

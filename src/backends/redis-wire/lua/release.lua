@@ -4,14 +4,17 @@ local v = redis.call('HGET', KEYS[1], ARGV[1])
 if not v then return 0 end
 local tm = redis.call('TIME')
 local now = tm[1] * 1000 + math.floor(tm[2] / 1000)
-local queued = redis.call('EXISTS', KEYS[4]) == 1
--- The only holder, not re-entered, nobody queued: delete inline (what drop() does then). The
--- record must start with '<kind>|1|<token>|' and its lease must not have run out (lean, as
--- in acquire-free.lua: a prefix compare, not a full parse).
-if not queued and redis.call('HLEN', KEYS[1]) == 1 then
+-- EXISTS counts a key named twice twice: 2 × (queue exists) + (index `x` exists), one call.
+local e = redis.call('EXISTS', KEYS[4], KEYS[4], KEYS[2])
+local queued = e >= 2
+-- No queue, no index of several holders (so the hash holds this one field): the sole holder,
+-- if not re-entered, goes inline (what drop() does then). The record must start with
+-- '<kind>|1|<token>|' and its lease must not have run out (lean, as in acquire-free.lua: a
+-- prefix compare, not a full parse).
+if e == 0 then
   local p = ARGV[2] .. '|1|' .. ARGV[3] .. '|'
   if string.sub(v, 1, #p) == p and tonumber(string.match(v, '^%d+', #p + 1)) > now then
-    redis.call('DEL', KEYS[1], KEYS[2])
+    redis.call('DEL', KEYS[1])
     redis.call('PUBLISH', string.sub(ARGV[4], 1, -3) .. 'changes', string.sub(KEYS[1], 1, -3))
     return 1
   end
@@ -31,9 +34,11 @@ if count > 1 then
   redis.call('HSET', h, field, pack(hk, count - 1, tok, exp, dl, hw, rest))
   return 1
 end
-drop(h, x, t, field)
+-- A queue and no index (e == 2): this was the only holder, as drop() would find.
+local free = e == 2
+if free then redis.call('DEL', h) else free = drop(h, x, t, field) end
 if queued then
-  local woke = after_release(h, x, t, q, qx, qw, qs, inbox, now, tm[1] * 1000000 + tm[2])
+  local woke = after_release(h, x, t, q, qx, qw, qs, inbox, now, tm[1] * 1000000 + tm[2], free)
   if woke then return woke end
 end
 return 1
