@@ -41,8 +41,9 @@ export function writeCursor(p: ScanPosition): string {
 }
 
 /**
- * COUNT for a page of `limit` locks: a lock has about three keys while held (h, x, t), one of
- * which matches, so three times the limit fills a page in about one batch.
+ * COUNT for a page of `limit` locks: a held lock has two or three keys (h and t; x with a
+ * second holder; more with a queue), one of which matches, so three times the limit fills a
+ * page in about one batch.
  */
 function countFor(limit: number): number {
   return Math.min(5_000, Math.max(30, 3 * limit));
