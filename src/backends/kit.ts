@@ -45,6 +45,7 @@ export { lossGuardMs } from '../util/validity.js';
 export { MAX_TIMER_MS, raceAbort, sleep, withDeadline, type DeadlineOptions } from '../util/time.js';
 export { jitter, pollSleep, type PollSleep, type PollSleepOptions } from '../util/poll.js';
 export { causeCode, describeCause, unavailable } from '../util/cause.js';
+export { BoundedMap } from '../util/bounded-map.js';
 export { encodeHostList } from '../util/host-list.js';
 export { hostList, UrlParams, type HostPort, type NumberBounds } from '../util/url-params.js';
 export { redact, redactText, secretsOf, urlUserInfo } from '../util/redact.js';

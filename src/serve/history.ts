@@ -9,6 +9,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Locker } from '../locker.js';
 import type { WatchEvent } from '../observe/watch.js';
+import { BoundedMap } from '../util/bounded-map.js';
 import { RESERVED_PREFIX } from './records.js';
 import { checkLockId, READ } from './routes.js';
 import { errorSchema, lockParams } from './schemas.js';
@@ -42,7 +43,7 @@ export class History {
   readonly #everyMs: number;
   readonly #limits: HistoryLimits;
   /** Insertion order is recency: a changed lock moves to the end; the first is evicted. */
-  readonly #entries = new Map<string, HandoffEntry[]>();
+  readonly #entries: BoundedMap<string, HandoffEntry[]>;
   #watch: AbortController | undefined;
   #since = 0;
   #idle: NodeJS.Timeout | undefined;
@@ -51,6 +52,7 @@ export class History {
     this.#locker = locker;
     this.#everyMs = everyMs;
     this.#limits = { ...DEFAULTS, ...limits };
+    this.#entries = new BoundedMap(this.#limits.locks);
   }
 
   /** The hand-offs of `lockId`, oldest first, and since when this replica has watched. */
@@ -77,7 +79,6 @@ export class History {
     list.splice(at, 0, at < list.length ? { ...entry, at: Math.min(entry.at, list[at]?.at ?? entry.at) } : entry);
     if (list.length > this.#limits.perLock) list.splice(0, list.length - this.#limits.perLock);
     this.#entries.set(e.lockId, list);
-    if (this.#entries.size > this.#limits.locks) this.#entries.delete(this.#entries.keys().next().value as string);
   }
 
   /** Stop watching and forget. */

@@ -7,6 +7,7 @@
  */
 import type { AcquireRequest, AcquireResult, Backend, Grant, LockKind } from '../backend.js';
 import { LockTimeoutError, UnsupportedError } from '../errors.js';
+import { BoundedMap } from '../util/bounded-map.js';
 import { raceAbort } from '../util/time.js';
 import { encodeIdentity, randomId } from './records.js';
 import { leaseOf, noSession, ServeError, type HoldInfo, type SessionInfo, type Sessions } from './sessions.js';
@@ -54,7 +55,7 @@ export class Holds {
   /** Waits in flight per session, on this replica. */
   readonly #waits = new Map<string, number>();
   /** The holds this replica granted, by session, lock and token: released in one round trip. */
-  readonly #granted = new Map<string, HoldInfo>();
+  readonly #granted = new BoundedMap<string, HoldInfo>(MAX_GRANTED);
   /** Acquisitions in flight by `session/requestId`: a retry joins the first. */
   readonly #inflight = new Map<string, Promise<GrantView>>();
 
@@ -173,7 +174,6 @@ export class Holds {
       }
       this.#granted.set(holdKey(session.id, grant.lockId, grant.token), hold);
       this.#sessions.changed(session.id);
-      if (this.#granted.size > MAX_GRANTED) this.#granted.delete(this.#granted.keys().next().value as string);
       return view(session, grant, input.requestId);
     } finally {
       const left = (this.#waits.get(session.id) ?? 1) - 1;

@@ -12,6 +12,7 @@ import { hostname } from 'node:os';
 import type { AcquireRequest, Backend, Grant } from '../backend.js';
 import { MAX_IDENTITY_BYTES } from '../backend.js';
 import { InvalidArgumentError } from '../errors.js';
+import { BoundedMap } from '../util/bounded-map.js';
 import type { JsonValue } from '../observe/identity.js';
 
 /** How many record holders' grants a replica keeps (Records.#mine). */
@@ -75,7 +76,7 @@ export class Records {
   readonly #backend: Backend;
   readonly #semaphore: boolean;
   /** The grants of the record holders this replica wrote, by owner id (for their removal). */
-  readonly #mine = new Map<string, Grant>();
+  readonly #mine = new BoundedMap<string, Grant>(MAX_REMEMBERED);
 
   constructor(backend: Backend) {
     this.#backend = backend;
@@ -92,9 +93,8 @@ export class Records {
     const req = oneShot(lockId, `${ownerPrefix}~${randomId(6)}`, ttlMs, identity, this.#semaphore, permits);
     const got = await this.#backend.tryAcquire(req);
     if (!got.granted) return undefined;
-    this.#mine.set(got.grant.ownerId, got.grant);
     // Bounded: an entry only saves a round trip's cost, the removal works without it.
-    if (this.#mine.size > MAX_REMEMBERED) this.#mine.delete(this.#mine.keys().next().value as string);
+    this.#mine.set(got.grant.ownerId, got.grant);
     return got.grant;
   }
 

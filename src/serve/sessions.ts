@@ -12,6 +12,7 @@ import { LocksmithError, isLocksmithError } from '../errors.js';
 import type { HolderInfo } from '../observe/list.js';
 import type { JsonValue } from '../observe/identity.js';
 import type { Locker } from '../locker.js';
+import { BoundedMap } from '../util/bounded-map.js';
 import { encodeIdentity, randomId, Records, RESERVED_PREFIX } from './records.js';
 
 /** How long a hold's marker lives before a keepalive rolls it (it is rolled at half). */
@@ -107,12 +108,12 @@ export class Sessions {
    * The fixed attributes (name, ttl, client, meta) of sessions this replica saw alive: what
    * lets an acquire attempt go out beside the session's read (docs/serve.md, "Design").
    */
-  readonly #known = new Map<string, SessionInfo>();
+  readonly #known = new BoundedMap<string, SessionInfo>(MAX_KNOWN);
   /**
    * Sessions this replica wrote or renewed: until when (performance.now()) their record
    * surely outlives a ttl, and their holds' count then (undefined once they changed here).
    */
-  readonly #renewed = new Map<string, { readonly until: number; readonly holds: number | undefined }>();
+  readonly #renewed = new BoundedMap<string, { readonly until: number; readonly holds: number | undefined }>(MAX_KNOWN);
 
   constructor(locker: Locker, backend: Backend) {
     this.#locker = locker;
@@ -169,10 +170,7 @@ export class Sessions {
     };
     this.#remember(info);
     if (!this.#indexed) return info;
-    const all = readIndex(
-      record,
-      holders.filter((h) => !isRecord(h)),
-    );
+    const all = indexMarkers(record, holders);
     // The record's own marker, when it names a holder the record has (a fallback roll replaces it).
     const own = all.find((h) => h.lockId === record && owners.includes(h.grant.ownerId));
     return { ...info, holds: all.filter((h) => h.lockId !== record), ...(own ? { own } : {}) };
@@ -183,7 +181,6 @@ export class Sessions {
     // What a request needs (id, name, ttl, client): the meta, up to a kilobyte, is not kept.
     const { holds: _h, own: _o, meta: _m, ...fixed } = info;
     this.#known.set(info.id, { ...fixed, owners: [] });
-    if (this.#known.size > MAX_KNOWN) this.#known.delete(this.#known.keys().next().value as string);
   }
 
   /** How many live sessions `client` has (a listing of every session record). */
@@ -232,7 +229,6 @@ export class Sessions {
       }
     }
     this.#renewed.set(id, { until: started + session.ttlMs * RENEW_SLACK, holds });
-    if (this.#renewed.size > MAX_KNOWN) this.#renewed.delete(this.#renewed.keys().next().value as string);
     return { session, holds, lost };
   }
 
@@ -329,8 +325,7 @@ export class Sessions {
   async holds(session: string): Promise<HoldInfo[]> {
     if (this.#indexed) {
       const record = indexLock(session);
-      const markers = (await this.#locker.inspect(record)).holders.filter((h) => !isRecord(h));
-      return readIndex(record, markers).filter((h) => h.lockId !== record);
+      return indexMarkers(record, (await this.#locker.inspect(record)).holders).filter((h) => h.lockId !== record);
     }
     const out: HoldInfo[] = [];
     let cursor: string | undefined;
@@ -380,6 +375,14 @@ function readMarker(id: string, holders: readonly HolderInfo[]): HoldInfo | unde
     markerLeftMs: left,
     ...(typeof m.r === 'string' ? { requestId: m.r } : {}),
   };
+}
+
+/** The markers among an index record's holders (the record's own marker included), read back. */
+function indexMarkers(record: string, holders: readonly HolderInfo[]): HoldInfo[] {
+  return readIndex(
+    record,
+    holders.filter((h) => !isRecord(h)),
+  );
 }
 
 /** The holds an index record lists: its holders grouped by hold (a roll leaves two for a moment). */

@@ -7,7 +7,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { Kvm, KvWatchInclude, type KV, type KvEntry } from '@nats-io/kv';
-import { InvalidArgumentError, sleep, unavailable, type HostPort } from '../kit.js';
+import { BoundedMap, InvalidArgumentError, sleep, unavailable, type HostPort } from '../kit.js';
 
 /** What the store needs to connect. */
 export interface StoreOptions {
@@ -91,7 +91,7 @@ export class Store {
   readonly #nc: NatsConnection;
   readonly kv: KV;
   /** Last revision the watch saw per key, and the waiters to wake per key. */
-  readonly #seen = new Map<string, Read>();
+  readonly #seen = new BoundedMap<string, Read>(SEEN_CAP);
   readonly #waiters = new Map<string, Set<(rev: number) => void>>();
   #stop: (() => void) | undefined;
   #closed = false;
@@ -249,10 +249,6 @@ export class Store {
     const revision = read.revision;
     this.#seen.delete(key);
     this.#seen.set(key, read);
-    if (this.#seen.size > SEEN_CAP) {
-      const oldest = this.#seen.keys().next().value;
-      if (oldest !== undefined) this.#seen.delete(oldest);
-    }
     for (const w of this.#waiters.get(key) ?? []) w(revision);
   }
 
