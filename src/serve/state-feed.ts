@@ -11,6 +11,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Locker } from '../locker.js';
 import type { LockInfo } from '../observe/list.js';
+import { MAX_TIMER_MS } from '../util/time.js';
 import { RESERVED_PREFIX } from './records.js';
 import { lockJson } from './routes.js';
 
@@ -18,8 +19,6 @@ import { lockJson } from './routes.js';
 const READS_AT_ONCE = 32;
 /** Read a lock this long after its earliest lease end (ms), so that the end has passed. */
 const LEASE_SLACK_MS = 50;
-/** setTimeout's largest delay. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Least time between two resyncs of a feed (ms). */
 const RESYNC_GAP_MS = 1_000;
 
@@ -34,7 +33,7 @@ export function stateFrame(info: LockInfo): string {
   return `event: state\ndata: ${JSON.stringify(lockJson(info))}\n\n`;
 }
 
-/** The state of every lock under `prefix` now, every page of the listing, as frames. */
+/** The state of every lock under `prefix` now (every page of the listing), the service's own records left out. */
 export async function listStates(locker: Locker, prefix: string, signal: AbortSignal): Promise<LockInfo[]> {
   const out: LockInfo[] = [];
   let cursor: string | undefined;
@@ -56,8 +55,8 @@ export class StateFeed {
   #reading = false;
   /** Following by listing (no notifications): leases need no timers. */
   #polled = false;
-  #lastAt = 0;
-  #lastResync = 0;
+  #lastAt = -Infinity;
+  #lastResync = -Infinity;
   #ready: () => void = () => undefined;
   /** Resolves once changes are followed: a listing read after it misses no change. */
   readonly ready = new Promise<void>((resolve) => (this.#ready = resolve));
@@ -136,9 +135,9 @@ export class StateFeed {
   /** Every stream gets a `resync` and the whole state again (one listing, one Buffer for all). */
   async #resync(): Promise<void> {
     // At most one a second: the notices that come meanwhile wait, and several `null`s are one.
-    const wait = this.#lastResync + RESYNC_GAP_MS - Date.now();
+    const wait = this.#lastResync + RESYNC_GAP_MS - performance.now();
     if (wait > 0) await sleep(wait, undefined, { signal: this.#stop.signal });
-    this.#lastResync = Date.now();
+    this.#lastResync = performance.now();
     const infos = await listStates(this.locker, this.prefix, this.#stop.signal);
     this.seen(infos);
     const text = `event: resync\ndata: {"reason":"the replica may have missed changes"}\n\n${infos.map(stateFrame).join('')}`;
@@ -149,7 +148,9 @@ export class StateFeed {
     if (lockId.startsWith(RESERVED_PREFIX)) return;
     this.#dirty.add(lockId);
     if (this.#timer !== undefined || this.#reading || this.#stop.signal.aborted) return;
-    this.#timer = setTimeout(() => void this.#tick(), Math.max(0, this.#lastAt + this.stateEveryMs - Date.now()));
+    // Spaced on the monotonic clock: a step of the wall clock neither stalls nor hurries the ticks.
+    this.#timer = setTimeout(() => void this.#tick(), Math.max(0, this.#lastAt + this.stateEveryMs - performance.now()));
+    this.#timer.unref();
   }
 
   /** One tick: read each lock that changed since the last (after its change), send them all at once. */
@@ -173,7 +174,7 @@ export class StateFeed {
     }
     if (text !== '') this.#send(Buffer.from(text));
     this.#reading = false;
-    this.#lastAt = Date.now();
+    this.#lastAt = performance.now();
     const again = [...this.#dirty];
     this.#dirty.clear();
     for (const id of again) this.#mark(id);
