@@ -103,12 +103,12 @@ export function electionRoutes(app: FastifyInstance, deps: RouteDeps, everyMs: n
     const b = request.body as { session: string; token?: string };
     await ownSession(deps, request, b.session);
     // Waiting campaigns first, so that none is elected by the release of the term below.
-    const withdrawn = await campaigns.withdraw(b.session, name);
+    await campaigns.withdraw(b.session, name);
     let resigned = false;
     for (const t of await terms(deps, b.session, name, b.token)) {
       if (await deps.holds.release(b.session, name, t.token)) resigned = true;
     }
-    return { resigned, withdrawn };
+    return { resigned };
   });
   app.get('/v1/elections/:name/leader', { schema: S.leaderOf, config: READ }, async (request) => {
     const name = checkLockId((request.params as Params).name);
