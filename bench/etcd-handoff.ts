@@ -7,7 +7,9 @@
  * backend as a third contender, to measure a change against the code before it.
  * Both engines are of one durability class: by default etcd syncs every write to disk and
  * ZooKeeper runs with `forceSync=yes`; `BENCH_ETCD_TMPFS=1` puts etcd's data on tmpfs and
- * ZooKeeper runs with `forceSync=no` (neither syncs). Knobs: BENCH_ITERATIONS,
+ * ZooKeeper runs with `forceSync=no` (neither syncs). The raw recipes of bench/floor-recipes.ts
+ * (the least a queue lock can do, raw clients) run in the same rounds as each engine's floor;
+ * BENCH_FLOOR=0 leaves them out. Knobs: BENCH_ITERATIONS,
  * BENCH_ROUNDS, BENCH_HANDOFF_ROUNDS (bench/common.ts). See docs/benchmarks.md.
  */
 import { createLocker, type Locker } from '../src/index.js';
@@ -16,6 +18,7 @@ import { benchLatencies, forkedContender, lockerContender, type Contender } from
 import { startEtcd } from '../scripts/servers/etcd.js';
 import { startZooKeeper } from '../scripts/servers/zookeeper.js';
 import { childOrMain, optionsFromEnv } from './common.js';
+import { rawEtcdContender, rawZooKeeperContender } from './floor-recipes.js';
 
 const TTL_MS = 10_000;
 const before = process.env['BEFORE'];
@@ -31,6 +34,8 @@ function contenders(url: string): Contender[] {
     lockerContender('locksmith etcd', () => createLocker(`${url}?prefix=bench/`, { ttlMs: TTL_MS }), true),
     lockerContender('locksmith zookeeper', () => createLocker(createZooKeeperBackend(url), { ttlMs: TTL_MS }), true),
   ];
+  // The floor: the least a queue lock can do on each engine, raw clients (bench/floor-recipes.ts).
+  if (process.env['BENCH_FLOOR'] !== '0') out.push(zk ? rawZooKeeperContender(url) : rawEtcdContender(url));
   if (beforeLocker)
     out.push(lockerContender('locksmith etcd (BEFORE)', () => beforeLocker(`${url}?prefix=bench/`, { ttlMs: TTL_MS }), true));
   return zk ? out.filter((c) => c.name.includes('zookeeper')) : out.filter((c) => !c.name.includes('zookeeper'));
