@@ -15,7 +15,11 @@ import { rangeEnd } from '../src/backends/etcd/layout.js';
 
 /** The raw etcd recipe on the members of an `etcd://h:p,h:p` URL. */
 export function rawEtcdContender(url: string): Contender {
-  const hosts = url.replace(/^etcd:\/\//, '').split(/[/?]/)[0]?.split(',') ?? [];
+  const hosts =
+    url
+      .replace(/^etcd:\/\//, '')
+      .split(/[/?]/)[0]
+      ?.split(',') ?? [];
   return { name: 'raw etcd recipe', fair: true, reportsQueued: true, client: () => rawEtcdClient(hosts) };
 }
 
@@ -100,7 +104,11 @@ async function rawZkClient(connect: string): Promise<BenchClient> {
         let deleted!: () => void;
         const gone = new Promise<void>((resolve) => (deleted = resolve));
         const there = await call<boolean>((cb) =>
-          c.getData(`${dir}/${before}`, () => deleted(), (err) => cb((err as { code?: number } | null)?.code === -101 ? null : err, !err)),
+          c.getData(
+            `${dir}/${before}`,
+            () => deleted(),
+            (err) => cb((err as { code?: number } | null)?.code === -101 ? null : err, !err),
+          ),
         );
         if (!there) continue;
         o?.onQueued?.();
