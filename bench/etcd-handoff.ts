@@ -63,9 +63,10 @@ childOrMain(contenders, async () => {
       { cycles: o.iterations ?? 200, rounds: o.rounds ?? 10, handoffRounds: o.handoffRounds ?? 60 },
       (line) => process.stderr.write(`${line}\n`),
     );
-    const f = (p: { p50: number; p99: number } | undefined): string => (p ? `${p.p50.toFixed(3)} / ${p.p99.toFixed(3)}` : 'n/a');
+    const f = (p: { p50: number; p99: number; n?: number } | undefined): string =>
+      p ? `${p.p50.toFixed(3)} / ${p.p99.toFixed(3)}${p.n === undefined ? '' : ` (${p.n})`}` : 'n/a';
     console.log(
-      '| library | uncontended p50 / p99 (ms) | hand-off p50 / p99, one process | release() with a waiter p50 / p99 | hand-off p50 / p99, two processes |',
+      '| library | uncontended p50 / p99 (ms) (samples) | hand-off p50 / p99, one process | release() with a waiter p50 / p99 | hand-off p50 / p99, two processes |',
     );
     console.log('|---|---:|---:|---:|---:|');
     for (const [name, r] of results)
