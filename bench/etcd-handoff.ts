@@ -14,7 +14,7 @@
  */
 import { createLocker, type Locker } from '../src/index.js';
 import { createZooKeeperBackend } from '../src/backends/zookeeper/index.js';
-import { benchLatencies, forkedContender, lockerContender, type Contender } from '../src/bench-matrix/index.js';
+import { benchLatencies, forkedContender, lockerContender, machineInfo, type Contender } from '../src/bench-matrix/index.js';
 import { startEtcd } from '../scripts/servers/etcd.js';
 import { startZooKeeper } from '../scripts/servers/zookeeper.js';
 import { childOrMain, optionsFromEnv } from './common.js';
@@ -43,6 +43,7 @@ function contenders(url: string): Contender[] {
 
 childOrMain(contenders, async () => {
   const o = optionsFromEnv();
+  const load0 = machineInfo().load;
   const tmpfs = process.env['BENCH_ETCD_TMPFS'] === '1';
   const etcd = await startEtcd({ memory: tmpfs });
   // Like for like: ZooKeeper syncs its log exactly when etcd does.
@@ -71,6 +72,7 @@ childOrMain(contenders, async () => {
     console.log('|---|---:|---:|---:|---:|');
     for (const [name, r] of results)
       console.log(`| ${name} | ${f(r.uncontended)} | ${f(r.handoff)} | ${f(r.handoff.release)} | ${f(r.handoffRemote)} |`);
+    console.log(`load average ${load0.toFixed(2)} at the start, ${machineInfo().load.toFixed(2)} at the end`);
   } finally {
     await etcd.stop();
     await zk.stop();
