@@ -100,7 +100,16 @@ function talk(b: ChildProcess): { send(m: ToChild): void; next(op: ToParent['op'
   });
   return {
     send: (m) => void b.send(m),
-    next: (op) => new Promise((resolve) => waiting.push({ op, resolve })),
+    // Bounded: a watch that never fires (an engine stalled under load) ends the run with a reason.
+    next: (op) =>
+      new Promise((resolve, reject) => {
+        const w = { op, resolve: (m: ToParent) => (clearTimeout(timer), resolve(m)) };
+        const timer = setTimeout(() => {
+          waiting.splice(waiting.indexOf(w), 1);
+          reject(new Error(`process B sent no '${op}' within 10 s`));
+        }, 10_000);
+        waiting.push(w);
+      }),
   };
 }
 
