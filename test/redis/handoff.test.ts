@@ -277,16 +277,29 @@ test("a releaser's next acquire lets the waiter of its process it woke go first 
   }
 });
 
-test('non-fair waiters are woken, not handed the lock', T, async () => {
-  const lockId = `no-handoff:${randomBytes(6).toString('hex')}`;
+test('a non-fair mutex waiter is handed the lock by the release too: a newcomer cannot take it in between', T, async () => {
+  const lockId = `nonfair-handoff:${randomBytes(6).toString('hex')}`;
   const a = await backend();
   const b = await backend();
   const held = await grantOf(a, request(lockId, { fair: false }));
   const reqB = request(lockId, { fair: false });
-  await ticketOf(b, reqB);
+  const ticket = await ticketOf(b, reqB);
+  assert.equal(await a.release(held), true);
+  assert.equal((await a.inspect(lockId)).holders[0]?.ownerId, reqB.ownerId);
+  const newcomer = await a.tryAcquire(request(lockId, { fair: false, wait: false }));
+  assert.equal(newcomer.granted, false);
+  const got = await grantOf(b, { ...reqB, ticket });
+  assert.equal(await b.release(got), true);
+});
+
+test('a non-fair reader is woken, not handed the lock (a newcomer may take it first)', T, async () => {
+  const lockId = `nonfair-reader:${randomBytes(6).toString('hex')}`;
+  const a = await backend();
+  const b = await backend();
+  const held = await grantOf(a, request(lockId, { kind: 'write', fair: false }));
+  await ticketOf(b, request(lockId, { kind: 'read', fair: false }));
   assert.equal(await a.release(held), true);
   assert.equal((await a.inspect(lockId)).holders.length, 0);
-  // A newcomer may take it first (no fairness promised).
-  const newcomer = await grantOf(a, request(lockId, { fair: false, wait: false }));
+  const newcomer = await grantOf(a, request(lockId, { kind: 'write', fair: false, wait: false }));
   await a.release(newcomer);
 });

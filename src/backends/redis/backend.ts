@@ -196,8 +196,9 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     const waiterId = this.#waiterId(req);
     // Note what the inbox delivered BEFORE the attempt is sent: a wake-up after this point is
     // seen by waitForChange, so a release between the attempt and the wait is not lost.
-    const secret = req.wait && req.fair && (req.kind === 'mutex' || req.kind === 'write') ? this.#secrets.next() : '';
-    const mark = this.#inbox.mark(waiterId, secret !== '');
+    // Any waiting mutex/write attempt may be handed the lock by a release, fair or not.
+    const secret = req.wait && (req.kind === 'mutex' || req.kind === 'write') ? this.#secrets.next() : '';
+    const mark = this.#inbox.mark(waiterId);
     const capMs = Math.max(10, Math.floor(Math.min(req.ttlMs, MAX_WAITER_PERIOD_MS) / 3));
     const sentAt = performance.now();
     const stamp = req.freshOwner ? '' : `~${this.#clientId}.${(++this.#attemptSeq).toString(36)}`;
@@ -399,22 +400,24 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       this.#inboxPrefix,
     ]);
     if (typeof ok !== 'string') return ok === 1;
-    // The release messaged waiter `ok`. It returns now (one round trip); when that waiter is
-    // in this process, this backend's next acquire of the lock waits for its wake-up instead
+    // The release messaged a waiter; the reply is that message (the waiter id first). It
+    // returns now (one round trip); when that waiter is in this process, its inbox takes the
+    // reply as the message, and this backend's next acquire of the lock waits for that
     // (docs/backends/redis.md, "Waiting by notification").
-    const channel = `${this.#inboxPrefix}${ok.slice(0, ok.indexOf('.'))}`;
-    // A waiter of this process for a plain wake-up re-attempts in the check phase, once this
-    // release() resolved, not once the message came through pub/sub (docs/backends/redis.md,
-    // "Waiting by notification").
-    setImmediate(() => this.#inboxes.wake(channel, ok, sentAt));
-    const heard = this.#inboxes.heard(channel, ok, sentAt, HEAR_CAP_MS);
-    if (heard) {
-      const lockId = grant.lockId;
-      this.#waking.set(lockId, heard);
-      void heard.then(() => {
-        if (this.#waking.get(lockId) === heard) this.#waking.delete(lockId);
-      });
-    }
+    const bar = ok.indexOf('|');
+    const waiterId = bar < 0 ? ok : ok.slice(0, bar);
+    const channel = `${this.#inboxPrefix}${waiterId.slice(0, waiterId.indexOf('.'))}`;
+    const heard = this.#inboxes.heard(channel, waiterId, sentAt, HEAR_CAP_MS);
+    if (!heard) return true;
+    // Delivered once the caller's code after `await release()` ran (a tick runs after the
+    // microtasks), before any I/O or timer: ahead of the pub/sub message, which Redis writes
+    // after this reply and which is read in a later poll phase.
+    process.nextTick(() => this.#inboxes.wake(channel, ok, sentAt));
+    const lockId = grant.lockId;
+    this.#waking.set(lockId, heard);
+    void heard.then(() => {
+      if (this.#waking.get(lockId) === heard) this.#waking.delete(lockId);
+    });
     return true;
   }
 
