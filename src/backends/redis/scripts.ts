@@ -62,7 +62,7 @@ import { loadScript, luaFile } from '../redis-wire/lua.js';
 export type { LuaScript } from '../redis-wire/lua.js';
 
 /**
- * How long a fair hand-off waits for its head to claim it (at most the head's ttl): the
+ * How long a hand-off waits for its head to claim it (at most the head's ttl): the
  * `CLAIM_MS` of `prelude-handoff.lua`, read from there so the two cannot disagree.
  */
 export const CLAIM_MS = claimMs(luaFile('prelude-handoff'));
