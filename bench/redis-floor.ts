@@ -10,12 +10,14 @@
  * Run: `npx tsx --expose-gc bench/redis-floor.ts` (figures: docs/benchmarks.md, "Redis: the
  * uncontended floor"). `BASE=<dir with an older src/>` adds that tree's locksmith rows,
  * prefixed `base `; `ONLY=<regex>` keeps the rows it matches; `CYCLES` per round (300), `ROUNDS` (12).
+ * `DIST=1` takes locksmith from the built `dist/` (of this tree and of BASE: `npm run build` first),
+ * as a user runs it: under tsx every closure of `src/` also pays esbuild's `__name` helper.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { Mutex as OriginalMutex } from 'redis-semaphore';
-import { RedisBackend } from '../src/backends/redis/index.js';
-import { createLocker } from '../src/locker.js';
+import type { RedisBackend } from '../src/backends/redis/index.js';
+import type { createLocker } from '../src/locker.js';
 import { startRedis } from '../scripts/servers/redis.js';
 
 const CYCLES = Number(process.env.CYCLES ?? 300);
@@ -58,6 +60,14 @@ function locksmith(tree: Tree, client: Redis, prefix: string): Contender[] {
   ];
 }
 
+/** The locksmith of the tree at `root` (this one: `..`), from `src/` or (DIST=1) from `dist/`. */
+async function tree(root: string): Promise<Tree> {
+  const [dir, ext] = process.env.DIST ? ['dist', 'js'] : ['src', 'ts'];
+  const backend = (await import(`${root}/${dir}/backends/redis/index.${ext}`)) as { RedisBackend: typeof RedisBackend };
+  const locker = (await import(`${root}/${dir}/locker.${ext}`)) as { createLocker: typeof createLocker };
+  return { RedisBackend: backend.RedisBackend, createLocker: locker.createLocker };
+}
+
 async function contenders(port: number, clients: Redis[]): Promise<Contender[]> {
   const client = (): Redis => {
     const c = new Redis({ port, host: '127.0.0.1' });
@@ -97,16 +107,9 @@ async function contenders(port: number, clients: Redis[]): Promise<Contender[]> 
         await fenced.evalsha(cad, 1, `f{${k}}`, id);
       },
     },
-    ...locksmith({ RedisBackend, createLocker }, client(), ''),
+    ...locksmith(await tree(new URL('..', import.meta.url).pathname.replace(/\/$/, '')), client(), ''),
   ];
-  if (process.env.BASE) {
-    const base = process.env.BASE;
-    const tree: Tree = {
-      RedisBackend: ((await import(`${base}/src/backends/redis/index.ts`)) as { RedisBackend: typeof RedisBackend }).RedisBackend,
-      createLocker: ((await import(`${base}/src/locker.ts`)) as { createLocker: typeof createLocker }).createLocker,
-    };
-    list.push(...locksmith(tree, client(), 'base '));
-  }
+  if (process.env.BASE) list.push(...locksmith(await tree(process.env.BASE), client(), 'base '));
   return list;
 }
 

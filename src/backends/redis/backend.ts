@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
   BackendUnavailableError,
+  BoundedMap,
   EVERY_CAPABILITY,
   LockLostError,
   PermitsMismatchError,
@@ -35,7 +36,7 @@ import { LockKeyCache, keyBase, whoRecord } from '../redis-wire/keys.js';
 import { Secrets } from '../redis-wire/secrets.js';
 import type { Scan } from '../redis-wire/scan.js';
 import { listPage, readInspect } from './observe.js';
-import { ACQUIRE, CANCEL, CLAIM, CLAIM_MS, EXTEND, FORCE, INSPECT, RELEASE, UNDO } from './scripts.js';
+import { ACQUIRE, ACQUIRE_SOLO, CANCEL, CLAIM, CLAIM_MS, EXTEND, FORCE, INSPECT, RELEASE, UNDO } from './scripts.js';
 
 const log = backendLog('redis');
 
@@ -75,6 +76,13 @@ const PROOF_DRIFT = 0.01;
 
 /** How long an acquire waits for the wake-up of a waiter of this process that a release of this backend messaged. */
 const HEAR_CAP_MS = 25;
+
+/**
+ * A lock this backend saw contended (held, queued, re-entered, a waiter woken by its release)
+ * within this long takes the full ACQUIRE at once; other first attempts try ACQUIRE_SOLO first
+ * (docs/backends/redis.md, "Lua scripts").
+ */
+const CONTENDED_MEMORY_MS = 2_000;
 
 /** The queue position of a waiting acquisition and the wake-up state it saw. */
 export interface RedisTicket {
@@ -140,6 +148,8 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   readonly #keys: LockKeyCache;
   #waiterSeq = 0;
   #attemptSeq = 0;
+  /** Per lock id, when this backend last saw it contended (see {@link CONTENDED_MEMORY_MS}). */
+  readonly #contendedAt = new BoundedMap<string, number>(1_024);
   /** Per lock id, the wake-up of a waiter of this process that this backend's last release messaged, until heard. */
   readonly #waking = new Map<string, Promise<void>>();
   #closed = false;
@@ -199,10 +209,16 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     const secret = req.wait && req.fair && (req.kind === 'mutex' || req.kind === 'write') ? this.#secrets.next() : '';
     const mark = this.#inbox.mark(waiterId, secret !== '');
     const capMs = Math.max(10, Math.floor(Math.min(req.ttlMs, MAX_WAITER_PERIOD_MS) / 3));
-    const sentAt = performance.now();
     const stamp = req.freshOwner ? '' : `~${this.#clientId}.${(++this.#attemptSeq).toString(36)}`;
     let reply: unknown;
+    let sentAt = performance.now();
     try {
+      if (!req.ticket && req.kind !== 'semaphore' && !this.#seenContended(req.lockId)) {
+        const token = await this.#solo(req, stamp);
+        if (token !== 0) return this.#granted(req, waiterId, 1, token, req.ownerId);
+        this.#contendedAt.set(req.lockId, performance.now());
+        sentAt = performance.now();
+      }
       reply = await this.#attempt(req, waiterId, capMs, secret, stamp);
     } catch (err) {
       this.#lostAttempt(req, waiterId, stamp);
@@ -213,19 +229,8 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       this.#inbox.forget(waiterId);
       throw new PermitsMismatchError(req.lockId, req.permits, Number(a));
     }
-    if (code === 1 || code === 2) {
-      this.#inbox.forget(waiterId);
-      const grant: Grant<RedisGrantData> = {
-        lockId: req.lockId,
-        kind: req.kind,
-        ownerId: req.ownerId,
-        token: BigInt(String(a)),
-        ttlMs: req.ttlMs,
-        reentered: code === 2,
-        data: { field: String(b) },
-      };
-      return { granted: true, grant };
-    }
+    if (code !== 1) this.#contendedAt.set(req.lockId, performance.now());
+    if (code === 1 || code === 2) return this.#granted(req, waiterId, code, a, b);
     if (!req.wait) return { granted: false, contended: { ticket: undefined } };
     const lastToken = BigInt(String(last ?? '0'));
     return {
@@ -244,6 +249,49 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
         },
       },
     };
+  }
+
+  /** Whether this backend saw `lockId` contended within {@link CONTENDED_MEMORY_MS}. */
+  #seenContended(lockId: string): boolean {
+    const at = this.#contendedAt.get(lockId);
+    if (at === undefined) return false;
+    if (performance.now() - at < CONTENDED_MEMORY_MS) return true;
+    this.#contendedAt.delete(lockId);
+    return false;
+  }
+
+  /** A hold granted by an attempt (`code` 2: re-entered) with its token and hash field. */
+  #granted(
+    req: AcquireRequest<RedisTicket>,
+    waiterId: string,
+    code: number,
+    token: unknown,
+    field: unknown,
+  ): AcquireResult<RedisTicket, RedisGrantData> {
+    this.#inbox.forget(waiterId);
+    const grant: Grant<RedisGrantData> = {
+      lockId: req.lockId,
+      kind: req.kind,
+      ownerId: req.ownerId,
+      token: BigInt(String(token)),
+      ttlMs: req.ttlMs,
+      reentered: code === 2,
+      data: { field: String(field) },
+    };
+    return { granted: true, grant };
+  }
+
+  /**
+   * One ACQUIRE_SOLO: ACQUIRE's fast path alone (nobody holds, nobody waits), on 4 keys and 7
+   * arguments instead of 7 and 14. Resolves to the token, or 0 when the full ACQUIRE must decide.
+   */
+  #solo(req: AcquireRequest<RedisTicket>, stamp: string): Promise<unknown> {
+    const [h, x, t, q] = this.#keys.of(req.lockId);
+    return this.#commands.eval(
+      ACQUIRE_SOLO,
+      [h, q, x, t],
+      [KIND_LETTER[req.kind], req.ownerId, req.ttlMs, req.lockDelayMs, stamp, whoRecord(req.lockId, req.identity), this.#inboxPrefix],
+    );
   }
 
   /**
@@ -399,6 +447,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       this.#inboxPrefix,
     ]);
     if (typeof ok !== 'string') return ok === 1;
+    this.#contendedAt.set(grant.lockId, performance.now());
     // The release messaged waiter `ok`. It returns now (one round trip); when that waiter is
     // in this process, this backend's next acquire of the lock waits for its wake-up instead
     // (docs/backends/redis.md, "Waiting by notification").
