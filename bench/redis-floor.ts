@@ -5,6 +5,8 @@
  * - `floor SET NX PX`: the same two commands straight on ioredis, no library (no fencing);
  * - `floor fenced`: the leanest fenced, leased lock on ioredis: one EVALSHA (SET NX PX, then a
  *   server-time fencing token kept in a second key), one EVALSHA compare-and-delete;
+ * - `floor locksmith scripts`: locksmith's own uncontended scripts (ACQUIRE_SOLO, RELEASE) sent
+ *   straight on ioredis: the floor of its data layout, with no library around them;
  * - `locksmith lock+release` and `locksmith fair lock+release`: `createLocker(redis)`, defaults.
  * Wall time p50 per cycle (µs) and this process's CPU time per cycle (median of the rounds).
  * Run: `npx tsx --expose-gc bench/redis-floor.ts` (figures: docs/benchmarks.md, "Redis: the
@@ -17,6 +19,8 @@ import { createHash, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { Mutex as OriginalMutex } from 'redis-semaphore';
 import type { RedisBackend } from '../src/backends/redis/index.js';
+import { ACQUIRE_SOLO, RELEASE } from '../src/backends/redis/scripts.js';
+import { lockKeys } from '../src/backends/redis-wire/keys.js';
 import type { createLocker } from '../src/locker.js';
 import { startRedis } from '../scripts/servers/redis.js';
 
@@ -79,6 +83,8 @@ async function contenders(port: number, clients: Redis[]): Promise<Contender[]> 
   const fenced = client();
   await fenced.script('LOAD', FENCED_ACQUIRE);
   await fenced.script('LOAD', CAD);
+  for (const s of [ACQUIRE_SOLO, RELEASE]) await fenced.script('LOAD', s.source);
+  const keys: Record<string, ReturnType<typeof lockKeys>> = {};
   const [acq, cad] = [sha(FENCED_ACQUIRE), sha(CAD)];
   const list: Contender[] = [
     {
@@ -105,6 +111,16 @@ async function contenders(port: number, clients: Redis[]): Promise<Contender[]> 
         if (tok === null) throw new Error('held');
         BigInt(tok as string);
         await fenced.evalsha(cad, 1, `f{${k}}`, id);
+      },
+    },
+    {
+      name: 'floor locksmith scripts',
+      cycle: async (k) => {
+        const [h, x, t, q] = (keys[k] ??= lockKeys('locksmith:', k));
+        const id = randomUUID();
+        const tok = await fenced.evalsha(ACQUIRE_SOLO.sha, 4, h, q, x, t, 'm', id, 10_000, 0, '', ':{}', 'locksmith:w:');
+        BigInt(tok as string);
+        await fenced.evalsha(RELEASE.sha, 7, ...keys[k]!, id, 'm', tok as string, 'locksmith:w:');
       },
     },
     ...locksmith(await tree(new URL('..', import.meta.url).pathname.replace(/\/$/, '')), client(), ''),
