@@ -8,7 +8,6 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
   BackendUnavailableError,
-  BoundedMap,
   EVERY_CAPABILITY,
   LockLostError,
   PermitsMismatchError,
@@ -36,7 +35,8 @@ import { LockKeyCache, keyBase, whoRecord } from '../redis-wire/keys.js';
 import { Secrets } from '../redis-wire/secrets.js';
 import type { Scan } from '../redis-wire/scan.js';
 import { listPage, readInspect } from './observe.js';
-import { ACQUIRE, ACQUIRE_SOLO, CANCEL, CLAIM, CLAIM_MS, EXTEND, FORCE, INSPECT, RELEASE, UNDO } from './scripts.js';
+import { Contention, granted, soloAttempt, soloFits } from './solo.js';
+import { ACQUIRE, CANCEL, CLAIM, CLAIM_MS, EXTEND, FORCE, INSPECT, RELEASE, UNDO } from './scripts.js';
 
 const log = backendLog('redis');
 
@@ -76,13 +76,6 @@ const PROOF_DRIFT = 0.01;
 
 /** How long an acquire waits for the wake-up of a waiter of this process that a release of this backend messaged. */
 const HEAR_CAP_MS = 25;
-
-/**
- * A lock this backend saw contended (held, queued, re-entered, a waiter woken by its release)
- * within this long takes the full ACQUIRE at once; other first attempts try ACQUIRE_SOLO first
- * (docs/backends/redis.md, "Lua scripts").
- */
-const CONTENDED_MEMORY_MS = 2_000;
 
 /** The queue position of a waiting acquisition and the wake-up state it saw. */
 export interface RedisTicket {
@@ -148,8 +141,8 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   readonly #keys: LockKeyCache;
   #waiterSeq = 0;
   #attemptSeq = 0;
-  /** Per lock id, when this backend last saw it contended (see {@link CONTENDED_MEMORY_MS}). */
-  readonly #contendedAt = new BoundedMap<string, number>(1_024);
+  /** The locks this backend saw contended lately: their first attempts skip ACQUIRE_SOLO (solo.ts). */
+  readonly #contention = new Contention();
   /** Per lock id, the wake-up of a waiter of this process that this backend's last release messaged, until heard. */
   readonly #waking = new Map<string, Promise<void>>();
   #closed = false;
@@ -203,34 +196,43 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     // out first, or this attempt, sent sooner, would take the lock back every time.
     const waking = req.ticket ? undefined : this.#waking.get(req.lockId);
     if (waking) await raceAbort(waking, req.signal);
+    const stamp = req.freshOwner ? '' : `~${this.#clientId}.${(++this.#attemptSeq).toString(36)}`;
+    if (soloFits(req, this.#contention)) {
+      // No queue entry can come of it: no waiter id, inbox mark or secret yet (solo.ts).
+      let token: unknown;
+      try {
+        token = await soloAttempt(this.#commands, this.#keys.of(req.lockId), req, KIND_LETTER[req.kind], stamp, this.#inboxPrefix);
+      } catch (err) {
+        this.#lostAttempt(req, '', stamp);
+        throw err;
+      }
+      if (token !== 0) return granted(req, 1, token, req.ownerId);
+      this.#contention.saw(req.lockId);
+    }
+    return this.#fullAttempt(req, stamp);
+  }
+
+  /** One full ACQUIRE: a grant, a re-entry, or a queue position with what its wait needs. */
+  async #fullAttempt(req: AcquireRequest<RedisTicket>, stamp: string): Promise<AcquireResult<RedisTicket, RedisGrantData>> {
     const waiterId = this.#waiterId(req);
     // Note what the inbox delivered BEFORE the attempt is sent: a wake-up after this point is
     // seen by waitForChange, so a release between the attempt and the wait is not lost.
     const secret = req.wait && req.fair && (req.kind === 'mutex' || req.kind === 'write') ? this.#secrets.next() : '';
     const mark = this.#inbox.mark(waiterId, secret !== '');
     const capMs = Math.max(10, Math.floor(Math.min(req.ttlMs, MAX_WAITER_PERIOD_MS) / 3));
-    const stamp = req.freshOwner ? '' : `~${this.#clientId}.${(++this.#attemptSeq).toString(36)}`;
+    const sentAt = performance.now();
     let reply: unknown;
-    let sentAt = performance.now();
     try {
-      if (!req.ticket && req.kind !== 'semaphore' && !this.#seenContended(req.lockId)) {
-        const token = await this.#solo(req, stamp);
-        if (token !== 0) return this.#granted(req, waiterId, 1, token, req.ownerId);
-        this.#contendedAt.set(req.lockId, performance.now());
-        sentAt = performance.now();
-      }
       reply = await this.#attempt(req, waiterId, capMs, secret, stamp);
     } catch (err) {
       this.#lostAttempt(req, waiterId, stamp);
       throw err;
     }
     const [code, a, b, last] = Array.isArray(reply) ? (reply as unknown[]) : [reply];
-    if (code === 3) {
-      this.#inbox.forget(waiterId);
-      throw new PermitsMismatchError(req.lockId, req.permits, Number(a));
-    }
-    if (code !== 1) this.#contendedAt.set(req.lockId, performance.now());
-    if (code === 1 || code === 2) return this.#granted(req, waiterId, code, a, b);
+    if (code === 1 || code === 2 || code === 3) this.#inbox.forget(waiterId);
+    if (code === 3) throw new PermitsMismatchError(req.lockId, req.permits, Number(a));
+    if (code !== 1) this.#contention.saw(req.lockId);
+    if (code === 1 || code === 2) return granted(req, code, a, b);
     if (!req.wait) return { granted: false, contended: { ticket: undefined } };
     const lastToken = BigInt(String(last ?? '0'));
     return {
@@ -249,49 +251,6 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
         },
       },
     };
-  }
-
-  /** Whether this backend saw `lockId` contended within {@link CONTENDED_MEMORY_MS}. */
-  #seenContended(lockId: string): boolean {
-    const at = this.#contendedAt.get(lockId);
-    if (at === undefined) return false;
-    if (performance.now() - at < CONTENDED_MEMORY_MS) return true;
-    this.#contendedAt.delete(lockId);
-    return false;
-  }
-
-  /** A hold granted by an attempt (`code` 2: re-entered) with its token and hash field. */
-  #granted(
-    req: AcquireRequest<RedisTicket>,
-    waiterId: string,
-    code: number,
-    token: unknown,
-    field: unknown,
-  ): AcquireResult<RedisTicket, RedisGrantData> {
-    this.#inbox.forget(waiterId);
-    const grant: Grant<RedisGrantData> = {
-      lockId: req.lockId,
-      kind: req.kind,
-      ownerId: req.ownerId,
-      token: BigInt(String(token)),
-      ttlMs: req.ttlMs,
-      reentered: code === 2,
-      data: { field: String(field) },
-    };
-    return { granted: true, grant };
-  }
-
-  /**
-   * One ACQUIRE_SOLO: ACQUIRE's fast path alone (nobody holds, nobody waits), on 4 keys and 7
-   * arguments instead of 7 and 14. Resolves to the token, or 0 when the full ACQUIRE must decide.
-   */
-  #solo(req: AcquireRequest<RedisTicket>, stamp: string): Promise<unknown> {
-    const [h, x, t, q] = this.#keys.of(req.lockId);
-    return this.#commands.eval(
-      ACQUIRE_SOLO,
-      [h, q, x, t],
-      [KIND_LETTER[req.kind], req.ownerId, req.ttlMs, req.lockDelayMs, stamp, whoRecord(req.lockId, req.identity), this.#inboxPrefix],
-    );
   }
 
   /**
@@ -447,7 +406,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       this.#inboxPrefix,
     ]);
     if (typeof ok !== 'string') return ok === 1;
-    this.#contendedAt.set(grant.lockId, performance.now());
+    this.#contention.saw(grant.lockId);
     // The release messaged waiter `ok`. It returns now (one round trip); when that waiter is
     // in this process, this backend's next acquire of the lock waits for its wake-up instead
     // (docs/backends/redis.md, "Waiting by notification").
