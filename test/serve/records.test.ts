@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { createLocker } from '../../src/index.js';
-import { encodeIdentity, Records } from '../../src/serve/records.js';
+import { encodeIdentity, Records, recordsUrl } from '../../src/serve/records.js';
 import { fileUrl } from './service.js';
 
 const locker = createLocker(fileUrl());
@@ -30,4 +30,17 @@ test('a roll of a full record (two rolls at once left two holders) removes the o
     (await owners(id)).map((o) => o.slice(0, 2)),
     ['d~'],
   );
+});
+
+test('the records URL: the same Redis under the key prefix `<prefix>serve:`; none for engines without one channel per prefix', () => {
+  assert.equal(recordsUrl('redis://127.0.0.1:6379'), 'redis://127.0.0.1:6379?prefix=locksmith%3Aserve%3A');
+  assert.equal(
+    recordsUrl('rediss://:pw@h:1/2?prefix=app:&commandTimeoutMs=5'),
+    'rediss://:pw@h:1/2?prefix=app%3Aserve%3A&commandTimeoutMs=5',
+  );
+  assert.equal(
+    recordsUrl('redis-sentinel://s1:26379,s2:26379/main'),
+    'redis-sentinel://s1:26379,s2:26379/main?prefix=locksmith%3Aserve%3A',
+  );
+  for (const url of ['memory://', fileUrl(), 'postgres://u@h/db', 'redlock://a:1,b:2,c:3']) assert.equal(recordsUrl(url), undefined);
 });
