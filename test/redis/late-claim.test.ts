@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { createLocker, type Locker } from '../../src/index.js';
 import { RedisBackend, type RedisClientLike } from '../../src/backends/redis/index.js';
-import { CLAIM } from '../../src/backends/redis/scripts.js';
+import { ACQUIRE, CLAIM } from '../../src/backends/redis/scripts.js';
 import { startFaultProxy, type FaultProxy } from '../../src/testing.js';
 import { startRedis } from '../../scripts/servers/redis.js';
 import type { RunningServer } from '../../scripts/servers/harness.js';
@@ -35,19 +35,39 @@ after(async () => {
   await server.stop();
 });
 
-/** A locker whose commands go through `via` (the slow proxy) and whose wake-ups come directly. */
-async function slowCommands(via: FaultProxy = proxy, ttlMs = 10_000): Promise<Locker> {
+/** A locker of {@link slowCommands}, and how many full ACQUIRE replies it has heard. */
+interface SlowLocker {
+  readonly locker: Locker;
+  readonly attempts: () => number;
+}
+
+/**
+ * A locker whose commands go through `via` (the slow proxy) and whose wake-ups come directly.
+ * It counts the full ACQUIRE replies it hears, so that a test can change the proxy only once
+ * the waiter's re-check (its second ACQUIRE, after it subscribed) has come back and it sleeps:
+ * a re-check still in flight when the proxy slows would take the hand-off by itself, or make
+ * the waiter claim with its attempt, and the case under test would not happen.
+ */
+async function slowCommands(via: FaultProxy = proxy, ttlMs = 10_000): Promise<SlowLocker> {
   const commands = new Redis(`redis://${via.address}`, { lazyConnect: true });
   await commands.connect();
+  let attempts = 0;
+  const counted = <T>(acquire: boolean, reply: Promise<T>): Promise<T> => (acquire ? reply.then((v) => ((attempts += 1), v)) : reply);
   const client: RedisClientLike = {
-    evalsha: (sha, n, ...args) => commands.evalsha(sha, n, ...args),
-    eval: (src, n, ...args) => commands.eval(src, n, ...args),
+    evalsha: (sha, n, ...args) => counted(sha === ACQUIRE.sha, commands.evalsha(sha, n, ...args)),
+    eval: (src, n, ...args) => counted(src === ACQUIRE.source, commands.eval(src, n, ...args)),
     duplicate: () => new Redis(server.url),
     disconnect: () => commands.disconnect(),
   };
-  const l = createLocker(new RedisBackend(client, { ownsClient: true, commandTimeoutMs: 10_000 }), { ttlMs });
-  lockers.push(l);
-  return l;
+  const locker = createLocker(new RedisBackend(client, { ownsClient: true, commandTimeoutMs: 10_000 }), { ttlMs });
+  lockers.push(locker);
+  return { locker, attempts: () => attempts };
+}
+
+/** Resolve once `b`, queued, has heard its re-check's reply and sleeps until a message or its cap. */
+async function asleep(b: SlowLocker, lockId: string, a: Locker): Promise<void> {
+  await eventually('b queued', async () => (await a.inspect(lockId)).waiters === 1, 10_000);
+  await eventually('b re-checked after subscribing', () => b.attempts() >= 2, 10_000);
 }
 
 test(
@@ -59,10 +79,9 @@ test(
     lockers.push(a);
     const b = await slowCommands();
     const held = await a.lock(lockId, { fair: true });
-    const waiting = b.lock(lockId, { fair: true, timeoutMs: 30_000 });
-    await eventually('b queued', async () => (await a.inspect(lockId)).waiters === 1, 10_000);
-    // Let b's first wait subscribe, re-check (one slow round trip) and go to sleep.
-    await sleep(4 * LATENCY_MS);
+    const waiting = b.locker.lock(lockId, { fair: true, timeoutMs: 30_000 });
+    // b's re-check took one slow round trip: it will claim with an attempt.
+    await asleep(b, lockId, a);
     await held.release();
     const got = await waiting;
     // Longer than a hold on receipt would vouch for plus its slow claim reply.
@@ -84,8 +103,10 @@ test('a claim whose reply comes after the hold on receipt ran out gives the lock
     lockers.push(a);
     const b = await slowCommands(turn, 20_000);
     const held = await a.lock(lockId, { fair: true });
-    const waiting = b.lock(lockId, { fair: true, timeoutMs: 30_000 });
-    await eventually('b queued', async () => (await a.inspect(lockId)).waiters === 1, 10_000);
+    const waiting = b.locker.lock(lockId, { fair: true, timeoutMs: 30_000 });
+    // Its re-check answered fast: b will hold on receipt. Slowing the proxy before that reply
+    // came back was the race (docs/backends/redis.md, "Waiting by notification").
+    await asleep(b, lockId, a);
     // The claim must not spend its round trips on NOSCRIPT: load it as an earlier claim would have.
     const admin = new Redis(server.url);
     await admin.script('LOAD', CLAIM.source);
@@ -93,6 +114,7 @@ test('a claim whose reply comes after the hold on receipt ran out gives the lock
     turn.setMode('latency', 1_000);
     await held.release();
     const got = await waiting;
+    assert.equal(b.attempts(), 2, 'b held on receipt, not by a third attempt');
     // Its claim lands within the window but answers after what b held on receipt: b's lock
     // is lost (its validity ran out unconfirmed) and the full lease the claim took is given
     // back, not left to block the lock for 20 s.
@@ -103,6 +125,8 @@ test('a claim whose reply comes after the hold on receipt ran out gives the lock
       10_000,
       100,
     );
+    // Closed before its proxy, or its command connection would retry the closed port.
+    await b.locker.close();
   } finally {
     await turn.close();
   }
