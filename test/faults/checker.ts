@@ -11,7 +11,9 @@
  *   were still valid after their end (the lock's own promise broken); sound because validity
  *   is checked after the store recorded the end, and a holder's deadline only moves forward;
  * - lost updates: acknowledged increments missing from the final value;
- * - recovery: from a fault's heal (a crashed client's kill) to the next section begun;
+ * - recovery: from a fault's heal (a crashed client's kill) to the next section begun; after a
+ *   kill, to the moment that section's lock was granted, as its worker read the wall clock
+ *   (see {@link recoveries});
  * - unhandled rejections in workers, workers stuck after the stop (liveness); and a timeline
  *   of lock ownership per time bucket.
  */
@@ -108,14 +110,32 @@ function staleness(events: readonly StoreEvent[]): { staleWrites: number; staleR
   return { staleWrites, staleReads };
 }
 
+/**
+ * From each heal or kill to the next section. After a kill (the asserted bound, "a crashed
+ * holder's lock is free for others within ttl + lockDelay", docs/guarantees.md), up to when
+ * the next holder's `lock()` resolved, from its worker's `granted <token> <wall ms>` note: the
+ * lock was free by then at the latest, so the figure stays an upper bound on the freeing,
+ * without the begin's own trip to this store (two processes to schedule; on a loaded machine
+ * most of the figure). The store's clock is put on the wall clock by the runner's `epoch`
+ * note. After a heal, still up to the begin: clock faults skew the workers' wall clocks.
+ */
 function recoveries(events: readonly StoreEvent[]): number[] {
   const out: number[] = [];
-  let healedAt: number | undefined;
+  const granted = new Map<string, number>();
+  let wallOrigin: number | undefined;
+  let healed: { at: number; kill: boolean } | undefined;
   for (const e of events) {
-    if (e.op === 'note' && /^(heal|kill) /.test(e.text ?? '')) healedAt ??= e.at;
-    else if (e.op === 'begin' && healedAt !== undefined) {
-      out.push(Math.round(e.at - healedAt));
-      healedAt = undefined;
+    const text = e.op === 'note' ? (e.text ?? '') : '';
+    const epoch = /^epoch ([\d.]+)$/.exec(text);
+    if (epoch && e.client === 'runner') wallOrigin = Number(epoch[1]) - e.at;
+    const grant = /^granted (\d+) ([\d.]+)$/.exec(text);
+    if (grant) granted.set(`${e.client}#${grant[1]}`, Number(grant[2]));
+    if (/^(heal|kill) /.test(text)) healed ??= { at: e.at, kill: text.startsWith('kill ') };
+    else if (e.op === 'begin' && healed !== undefined) {
+      const wall = granted.get(`${e.client}#${e.token ?? ''}`);
+      const at = healed.kill && wall !== undefined && wallOrigin !== undefined ? Math.min(e.at, wall - wallOrigin) : e.at;
+      out.push(Math.max(0, Math.round(at - healed.at)));
+      healed = undefined;
     }
   }
   return out;

@@ -161,6 +161,8 @@ async function runChecked(spec: RunSpec, fault: Fault, serverClock: ServerClock 
   const clockDir = fault.clockOffsetMs ? mkdtempSync(join(tmpdir(), 'locksmith-clock-')) : undefined;
   const libfaketime = clockDir ? await faketimeLibrary() : undefined;
   const store = await startFencedStore({ mode: spec.mode });
+  // The store's clock on the wall clock, for the workers' grant times (test/faults/checker.ts).
+  store.note('runner', `epoch ${(performance.timeOrigin + performance.now()).toFixed(1)}`);
   const lockId = `fault:${spec.fault}:${spec.mode}:${Date.now()}`;
   const endpoints = endpointsOf(spec.url, spec.profile.defaultPort);
   const f = fleet(spec, store, lockId, clockDir, libfaketime);
