@@ -9,6 +9,7 @@ import type { AcquireRequest, AcquireResult, Backend, Grant, LockKind } from '..
 import { LockTimeoutError, UnsupportedError } from '../errors.js';
 import { BoundedMap } from '../util/bounded-map.js';
 import { raceAbort } from '../util/time.js';
+import { holdOf, type IntentInfo } from './intents.js';
 import { encodeIdentity, randomId } from './records.js';
 import { leaseOf, noSession, ServeError, type HoldInfo, type SessionInfo, type Sessions } from './sessions.js';
 
@@ -98,17 +99,31 @@ export class Holds {
     this.#granted.delete(key);
     this.#sessions.changed(session);
     if (mine !== undefined) {
-      const [released, forgot] = await Promise.allSettled([this.#backend.release(mine.grant), this.#sessions.forget(mine)]);
-      if (released.status === 'rejected') throw released.reason;
-      if (forgot.status === 'rejected') throw forgot.reason;
-      if (released.value) return true;
+      if (await this.#released(mine)) return true;
       // No longer held (its lease ended): the answer is the session's, as below.
       await reader();
       return false;
     }
     const [, hold] = await this.#find(session, lockId, token, reader());
-    const [released] = await Promise.all([this.#backend.release(hold.grant), this.#sessions.forget(hold)]);
-    return released;
+    return this.#released(hold);
+  }
+
+  /**
+   * Release a hold and remove its marker. An intent is removed once the release is answered,
+   * after the reply is written: left behind it would mean nothing, its lock having no holder
+   * of its owner (intents.ts), and a release that failed keeps it, so the hold stays renewed.
+   * A full marker goes with the release (left behind, it would report the hold as lost).
+   */
+  async #released(hold: HoldInfo): Promise<boolean> {
+    if (hold.intent === true) {
+      const released = await this.#backend.release(hold.grant);
+      setImmediate(() => void this.#sessions.forget(hold).catch(() => undefined));
+      return released;
+    }
+    const [released, forgot] = await Promise.allSettled([this.#backend.release(hold.grant), this.#sessions.forget(hold)]);
+    if (released.status === 'rejected') throw released.reason;
+    if (forgot.status === 'rejected') throw forgot.reason;
+    return released.value;
   }
 
   /** Extend the session's hold of `lockId` by the session's ttl (a keepalive does it for all). */
@@ -128,7 +143,7 @@ export class Holds {
     const read = reading ?? this.#sessions.get(session);
     if (this.#sessions.indexed) {
       const info = await read;
-      const hold = info.holds?.find((h) => h.lockId === lockId && h.token === token);
+      const hold = (await this.#sessions.resolve(info, lockId)).held.find((h) => h.lockId === lockId && h.token === token);
       if (!hold) throw notHeld(session, lockId, token);
       return [info, hold];
     }
@@ -148,7 +163,8 @@ export class Holds {
     read?.catch(() => undefined); // awaited below, or by the first attempt when it goes out early
     const session = early ?? (await (read as Promise<SessionInfo>));
     if (input.requestId !== undefined) {
-      const holds = session.holds ?? (await this.#sessions.holds(session.id));
+      const holds =
+        session.holds === undefined ? await this.#sessions.holds(session.id) : (await this.#sessions.resolve(session, input.lockId)).held;
       const earlier = holds.find((h) => h.requestId === input.requestId && h.lockId === input.lockId);
       if (earlier) return view(session, earlier.grant, input.requestId);
     }
@@ -159,19 +175,18 @@ export class Holds {
     }
     this.#waits.set(session.id, waits + 1);
     try {
-      const grant = await this.#wait(session, input, signal, early === undefined ? undefined : read);
-      if (signal.aborted) {
-        // Granted as the client went away: nobody would know of this hold, so give it back.
-        await this.#backend.release(grant).catch(() => undefined);
-        throw signal.reason;
-      }
-      let hold: HoldInfo;
-      try {
-        hold = await this.#sessions.remember(session, grant, input.requestId);
-      } catch (err) {
-        await this.#backend.release(grant).catch(() => undefined);
+      const req = request(session, input, signal);
+      // The intent goes out beside the first attempt: no marker write after the grant (intents.ts).
+      const intent = this.#sessions.intends(input.kind)
+        ? this.#sessions.intend(session.id, input.lockId, input.kind, req.ownerId, input.requestId)
+        : undefined;
+      intent?.catch(() => undefined); // awaited below, whatever the wait's outcome
+      const grant = await this.#wait(session, input, req, early === undefined ? undefined : read).catch(async (err: unknown) => {
+        // Refused or given up: the intent means nothing; removed off the answer's path.
+        void intent?.then((i) => this.#sessions.forget(i)).catch(() => undefined);
         throw err;
-      }
+      });
+      const hold = await this.#marked(session, grant, input.requestId, intent, signal);
       this.#granted.set(holdKey(session.id, grant.lockId, grant.token), hold);
       this.#sessions.changed(session.id);
       return view(session, grant, input.requestId);
@@ -179,6 +194,28 @@ export class Holds {
       const left = (this.#waits.get(session.id) ?? 1) - 1;
       if (left > 0) this.#waits.set(session.id, left);
       else this.#waits.delete(session.id);
+    }
+  }
+
+  /** The granted hold with its marker: the intent written beside the attempts, else a marker written now. */
+  async #marked(
+    session: SessionInfo,
+    grant: Grant,
+    requestId: string | undefined,
+    intent: Promise<IntentInfo> | undefined,
+    signal: AbortSignal,
+  ): Promise<HoldInfo> {
+    try {
+      // Granted as the client went away: nobody would know of this hold, so give it back.
+      signal.throwIfAborted();
+      if (intent === undefined) return await this.#sessions.remember(session, grant, requestId);
+      const hold = holdOf(await intent, grant);
+      this.#sessions.granted(grant);
+      return hold;
+    } catch (err) {
+      await this.#backend.release(grant).catch(() => undefined);
+      void intent?.then((i) => this.#sessions.forget(i)).catch(() => undefined);
+      throw err;
     }
   }
 
@@ -191,11 +228,12 @@ export class Holds {
   }
 
   /** The long poll: attempts until granted, `waitMs` passed, the client left or the session ended. */
-  async #wait(session: SessionInfo, input: AcquireInput, signal: AbortSignal, pending?: Promise<SessionInfo>): Promise<Grant> {
+  async #wait(session: SessionInfo, input: AcquireInput, first: AcquireRequest, pending?: Promise<SessionInfo>): Promise<Grant> {
     const deadline = performance.now() + input.waitMs;
     const checkEvery = Math.min(SESSION_CHECK_MS, session.ttlMs / 2);
+    const signal = first.signal;
     let checked = performance.now();
-    let req = request(session, input, signal);
+    let req = first;
     try {
       for (;;) {
         signal.throwIfAborted();
@@ -219,8 +257,9 @@ export class Holds {
         }
       }
     } catch (err) {
-      // A wait given up leaves no queue entry or hold behind (the attempt's reply may have been lost).
-      await this.#backend.cancel(req, req.ticket).catch(() => undefined);
+      // A wait given up leaves no queue entry or hold behind (the attempt's reply may have been
+      // lost); a single soft attempt that was answered "refused" left nothing to cancel.
+      if (req.wait || !(err instanceof LockTimeoutError)) await this.#backend.cancel(req, req.ticket).catch(() => undefined);
       if (err instanceof ServeError && err.code === 'SESSION_NOT_FOUND') throw noSession(session.id);
       throw err;
     }
