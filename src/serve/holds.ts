@@ -9,7 +9,7 @@ import type { AcquireRequest, AcquireResult, Backend, Grant, LockKind } from '..
 import { LockTimeoutError, UnsupportedError } from '../errors.js';
 import { BoundedMap } from '../util/bounded-map.js';
 import { raceAbort } from '../util/time.js';
-import { holdOf, type IntentInfo } from './intents.js';
+import { holdOf, type Lasting } from './intents.js';
 import { encodeIdentity, randomId } from './records.js';
 import { leaseOf, noSession, ServeError, type HoldInfo, type SessionInfo, type Sessions } from './sessions.js';
 
@@ -55,8 +55,8 @@ export class Holds {
   readonly #maxWaits: number;
   /** Waits in flight per session, on this replica. */
   readonly #waits = new Map<string, number>();
-  /** The holds this replica granted, by session, lock and token: released in one round trip. */
-  readonly #granted = new BoundedMap<string, HoldInfo>(MAX_GRANTED);
+  /** The holds this replica granted, by session, lock and token (and the intent they use): released in one round trip. */
+  readonly #granted = new BoundedMap<string, Granted>(MAX_GRANTED);
   /** Acquisitions in flight by `session/requestId`: a retry joins the first. */
   readonly #inflight = new Map<string, Promise<GrantView>>();
 
@@ -99,25 +99,25 @@ export class Holds {
     this.#granted.delete(key);
     this.#sessions.changed(session);
     if (mine !== undefined) {
-      if (await this.#released(mine)) return true;
+      if (await this.#released(session, mine)) return true;
       // No longer held (its lease ended): the answer is the session's, as below.
       await reader();
       return false;
     }
     const [, hold] = await this.#find(session, lockId, token, reader());
-    return this.#released(hold);
+    return this.#released(session, hold);
   }
 
   /**
-   * Release a hold and remove its marker. An intent is removed once the release is answered,
-   * after the reply is written: left behind it would mean nothing, its lock having no holder
-   * of its owner (intents.ts), and a release that failed keeps it, so the hold stays renewed.
-   * A full marker goes with the release (left behind, it would report the hold as lost).
+   * Release a hold and remove its full marker with it (left behind, it would report the hold
+   * as lost). A hold read back from an intent leaves the intent to the replica that wrote it,
+   * which removes it once unused (intents.ts); a release that failed keeps it in use, so the
+   * hold stays renewed.
    */
-  async #released(hold: HoldInfo): Promise<boolean> {
+  async #released(session: string, hold: Granted): Promise<boolean> {
     if (hold.intent === true) {
       const released = await this.#backend.release(hold.grant);
-      setImmediate(() => void this.#sessions.forget(hold).catch(() => undefined));
+      if (hold.lasting !== undefined) this.#sessions.done(session, hold.lockId, hold.lasting);
       return released;
     }
     const [released, forgot] = await Promise.allSettled([this.#backend.release(hold.grant), this.#sessions.forget(hold)]);
@@ -176,17 +176,14 @@ export class Holds {
     this.#waits.set(session.id, waits + 1);
     try {
       const req = request(session, input, signal);
-      // The intent goes out beside the first attempt: no marker write after the grant (intents.ts).
-      const intent = this.#sessions.intends(input.kind)
-        ? this.#sessions.intend(session.id, input.lockId, input.kind, req.ownerId, input.requestId)
-        : undefined;
-      intent?.catch(() => undefined); // awaited below, whatever the wait's outcome
-      const grant = await this.#wait(session, input, req, early === undefined ? undefined : read).catch(async (err: unknown) => {
-        // Refused or given up: the intent means nothing; removed off the answer's path.
-        void intent?.then((i) => this.#sessions.forget(i)).catch(() => undefined);
+      // The intent goes out beside the first attempt, or is reused: no marker write after the grant (intents.ts).
+      const lasting = this.#sessions.intends(input.kind) ? this.#sessions.use(session.id, input.lockId) : undefined;
+      lasting?.marker.catch(() => undefined); // awaited below, whatever the wait's outcome
+      const grant = await this.#wait(session, input, req, early === undefined ? undefined : read).catch((err: unknown) => {
+        if (lasting !== undefined) this.#sessions.done(session.id, input.lockId, lasting);
         throw err;
       });
-      const hold = await this.#marked(session, grant, input.requestId, intent, signal);
+      const hold = await this.#marked(session, grant, input.requestId, lasting, signal);
       this.#granted.set(holdKey(session.id, grant.lockId, grant.token), hold);
       this.#sessions.changed(session.id);
       return view(session, grant, input.requestId);
@@ -202,19 +199,17 @@ export class Holds {
     session: SessionInfo,
     grant: Grant,
     requestId: string | undefined,
-    intent: Promise<IntentInfo> | undefined,
+    lasting: Lasting | undefined,
     signal: AbortSignal,
-  ): Promise<HoldInfo> {
+  ): Promise<Granted> {
     try {
       // Granted as the client went away: nobody would know of this hold, so give it back.
       signal.throwIfAborted();
-      if (intent === undefined) return await this.#sessions.remember(session, grant, requestId);
-      const hold = holdOf(await intent, grant);
-      this.#sessions.granted(grant);
-      return hold;
+      if (lasting === undefined) return await this.#sessions.remember(session, grant, requestId);
+      return { ...holdOf(await lasting.marker, grant), lasting };
     } catch (err) {
       await this.#backend.release(grant).catch(() => undefined);
-      void intent?.then((i) => this.#sessions.forget(i)).catch(() => undefined);
+      if (lasting !== undefined) this.#sessions.done(session.id, grant.lockId, lasting);
       throw err;
     }
   }
@@ -276,6 +271,9 @@ export class Holds {
   }
 }
 
+/** A hold this replica granted, with the intent it uses (given back when it is released here). */
+type Granted = HoldInfo & { readonly lasting?: Lasting };
+
 /** The read of a session whose first attempt went out beside it; a grant is given back when it fails. */
 async function confirmed(read: Promise<SessionInfo>, got: AcquireResult, backend: Backend): Promise<void> {
   try {
@@ -305,7 +303,8 @@ function request(session: SessionInfo, input: AcquireInput, signal: AbortSignal)
     lockId: input.lockId,
     kind: input.kind,
     permits: input.kind === 'semaphore' ? input.permits : 1,
-    ownerId: `${input.participant === undefined ? '' : `${input.participant}#`}${session.id}.${input.requestId ?? randomId(9)}`,
+    // `~` starts a random request part (never a request id's): intents.ts reads request ids back.
+    ownerId: `${input.participant === undefined ? '' : `${input.participant}#`}${session.id}.${input.requestId ?? `~${randomId(9)}`}`,
     freshOwner: true,
     ttlMs: leaseOf(session.ttlMs),
     fair: input.fair,

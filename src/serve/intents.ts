@@ -1,30 +1,35 @@
 /**
  * Intent markers (docs/serve.md, "Design"): on backends whose grant any replica can rebuild
- * from the lock's own holders, an acquire writes its session's marker BESIDE its first
- * attempt, before it knows the token: "session S may hold lock L as owner O". The acquire is
- * answered once both are done, so a replica killed right after loses nothing, and neither
- * the grant nor a hand-off waits for a marker write. What the marker leaves out (the token
- * and the backend's grant data) is read back from the lock: the holder whose owner id is O
- * (owner ids are unique per acquisition). An intent whose lock shows no holder O means
- * nothing: an attempt refused or given up, whose marker is being removed.
+ * from the lock's own holders, a session's marker for lock L says only "session S may hold
+ * L", with no token. An acquire has its intent written BESIDE its first attempt and is
+ * answered once both are done, so a replica killed right after loses nothing, and neither the
+ * grant nor a hand-off waits for a marker write. The replica that wrote an intent keeps using
+ * it for the session's next acquisitions of L and removes it once unused for IDLE_MS: a
+ * session that takes one lock again and again writes no marker at all. What an intent leaves
+ * out (tokens, grant data) is read back from the lock: its holders whose owner id names the
+ * session (`[value#]<session>.<request>`). An intent whose lock shows no holder of the
+ * session means nothing.
  */
 import type { Backend, Grant, HolderState, LockKind } from '../backend.js';
-import { BoundedMap } from '../util/bounded-map.js';
 import type { HoldInfo } from './sessions.js';
 
-/** What an intent marker says, as read back from the session's index. */
+/** What an intent marker says, as read back from the session's index (every holder of one lock's intent). */
 export interface IntentInfo {
   readonly lockId: string;
-  readonly kind: LockKind;
-  readonly ownerId: string;
-  readonly requestId?: string;
   readonly markerId: string;
   readonly markerOwners: readonly string[];
   readonly markerLeftMs: number | undefined;
 }
 
-/** How many grants a replica remembers by owner id (a saving: a miss costs one inspect). */
-const MAX_GRANTS = 100_000;
+/** An unused intent is removed after this long (ms): a session's next acquire of the lock reuses it meanwhile. */
+export const IDLE_MS = 1_000;
+/**
+ * A replica reuses an intent it wrote for at most this long (ms): with a wait of at most five
+ * minutes, a grant under it comes before a keepalive may roll it (after half of its hour).
+ */
+const REUSE_MS = 20 * 60_000;
+/** How many intents a replica keeps in use or idle (a saving: past it, an acquire writes its own). */
+const MAX_LASTING = 100_000;
 
 /**
  * The backends whose grant data is a function of what `inspect` shows of a holder: none
@@ -46,61 +51,110 @@ export function rebuildable(backend: Backend, kind: LockKind): boolean {
   }
 }
 
+/** The session an owner id names (`[value#]<session>.<request>`), or undefined. */
+export function sessionOf(ownerId: string): string | undefined {
+  const tail = ownerId.slice(ownerId.lastIndexOf('#') + 1);
+  const dot = tail.indexOf('.');
+  return dot > 0 ? tail.slice(0, dot) : undefined;
+}
+
+/** The request id an owner id carries (`<session>.<requestId>`; a random one starts with `~`). */
+function requestOf(ownerId: string): string | undefined {
+  const tail = ownerId.slice(ownerId.lastIndexOf('#') + 1);
+  const request = tail.slice(tail.indexOf('.') + 1);
+  return request.startsWith('~') ? undefined : request;
+}
+
 /** The grant of `holder` of `lockId`, as the backend gave it to the acquire (see {@link rebuildable}). */
 function grantOf(backend: Backend, lockId: string, holder: HolderState): Grant {
   const data = backend.name === 'redis' ? { field: holder.ownerId } : undefined;
   return { lockId, kind: holder.kind, ownerId: holder.ownerId, token: holder.token, ttlMs: 0, reentered: false, data };
 }
 
-/** Intents turned into holds: from this replica's grants, else from their locks' holders. */
+/** One intent this replica wrote: its marker, the acquisitions and holds using it, when written. */
+export interface Lasting {
+  readonly marker: Promise<IntentInfo>;
+  readonly writtenAt: number;
+  users: number;
+  idle: NodeJS.Timeout | undefined;
+}
+
+/** How an intent is written and removed (sessions.ts). */
+export interface IntentStore {
+  write(session: string, lockId: string): Promise<IntentInfo>;
+  remove(intent: IntentInfo): Promise<void>;
+}
+
+/** The intents this replica wrote, and intents read back into holds. */
 export class Intents {
   readonly #backend: Backend;
-  /** The grants this replica made, by owner id (unique per acquisition). */
-  readonly #grants = new BoundedMap<string, Grant>(MAX_GRANTS);
+  readonly #store: IntentStore;
+  readonly #lasting = new Map<string, Lasting>();
 
-  constructor(backend: Backend) {
+  constructor(backend: Backend, store: IntentStore) {
     this.#backend = backend;
+    this.#store = store;
   }
 
-  /** Whether an acquire of `kind` writes an intent beside its attempt (else its marker after the grant). */
+  /** Whether an acquire of `kind` writes an intent beside its first attempt (else a full marker after the grant). */
   uses(kind: LockKind): boolean {
     return rebuildable(this.#backend, kind);
   }
 
-  /** A grant this replica made under an intent. */
-  granted(grant: Grant): void {
-    this.#grants.set(grant.ownerId, grant);
+  /**
+   * The session's intent for `lockId`, written now or reused, for one acquisition: to be
+   * given back ({@link done}) when the acquisition fails or its hold is released here.
+   */
+  use(session: string, lockId: string): Lasting {
+    const key = `${session}\u0000${lockId}`;
+    let entry = this.#lasting.get(key);
+    if (entry === undefined || performance.now() - entry.writtenAt > REUSE_MS) {
+      if (entry !== undefined) this.#lasting.delete(key);
+      const fresh: Lasting = { marker: this.#store.write(session, lockId), writtenAt: performance.now(), users: 0, idle: undefined };
+      // A marker that could not be written is never reused: the next acquire writes again.
+      fresh.marker.catch(() => this.#lasting.get(key) === fresh && this.#lasting.delete(key));
+      if (this.#lasting.size < MAX_LASTING) this.#lasting.set(key, fresh);
+      entry = fresh;
+    }
+    clearTimeout(entry.idle);
+    entry.idle = undefined;
+    entry.users += 1;
+    return entry;
   }
 
-  /** The hold ended (released or lost). */
-  ended(ownerId: string): void {
-    this.#grants.delete(ownerId);
+  /** An acquisition ended without a hold, or its hold was released: the intent is removed once unused for IDLE_MS. */
+  done(session: string, lockId: string, entry: Lasting): void {
+    entry.users -= 1;
+    if (entry.users > 0) return;
+    const key = `${session}\u0000${lockId}`;
+    entry.idle = setTimeout(() => {
+      // Out of the map first: an acquire from now on writes its own intent, never this one.
+      if (this.#lasting.get(key) === entry) this.#lasting.delete(key);
+      entry.marker.then((intent) => this.#store.remove(intent)).catch(() => undefined);
+    }, IDLE_MS);
+    entry.idle.unref();
   }
 
-  /** The holds behind `intents`, and the intents that mean nothing (their lock has no holder of their owner). */
-  async resolve(intents: readonly IntentInfo[]): Promise<{ held: HoldInfo[]; stale: IntentInfo[] }> {
+  /** The holds of `session` behind `intents` (read from their locks), and the intents that mean nothing. */
+  async resolve(session: string, intents: readonly IntentInfo[]): Promise<{ held: HoldInfo[]; stale: IntentInfo[] }> {
     const held: HoldInfo[] = [];
     const stale: IntentInfo[] = [];
     await Promise.all(
       intents.map(async (intent) => {
-        const mine = this.#grants.get(intent.ownerId);
-        if (mine !== undefined && mine.lockId === intent.lockId) {
-          held.push(holdOf(intent, mine));
-          return;
-        }
-        const holder = (await this.#backend.inspect(intent.lockId)).holders.find(
-          (h) => h.ownerId === intent.ownerId && (h.expiresInMs === undefined || h.expiresInMs > 0),
+        const holders = (await this.#backend.inspect(intent.lockId)).holders.filter(
+          (h) => sessionOf(h.ownerId) === session && (h.expiresInMs === undefined || h.expiresInMs > 0),
         );
-        if (holder === undefined) stale.push(intent);
-        else held.push(holdOf(intent, grantOf(this.#backend, intent.lockId, holder)));
+        if (holders.length === 0) stale.push(intent);
+        for (const h of holders) held.push(holdOf(intent, grantOf(this.#backend, intent.lockId, h)));
       }),
     );
     return { held, stale };
   }
 }
 
-/** The hold an intent names, with its grant. */
+/** The hold an intent stands for, with its grant. */
 export function holdOf(intent: IntentInfo, grant: Grant): HoldInfo {
+  const requestId = requestOf(grant.ownerId);
   return {
     lockId: intent.lockId,
     token: grant.token,
@@ -109,6 +163,6 @@ export function holdOf(intent: IntentInfo, grant: Grant): HoldInfo {
     markerOwners: intent.markerOwners,
     markerLeftMs: intent.markerLeftMs,
     intent: true,
-    ...(intent.requestId === undefined ? {} : { requestId: intent.requestId }),
+    ...(requestId === undefined ? {} : { requestId }),
   };
 }

@@ -4,7 +4,7 @@
  * says what the hold is. A full marker has the token and the backend's grant data; an
  * intent (intents.ts) only the lock, kind and owner id, written before the token is known.
  */
-import type { Grant, LockKind } from '../backend.js';
+import type { Grant } from '../backend.js';
 import type { HolderInfo } from '../observe/list.js';
 import type { JsonValue } from '../observe/identity.js';
 import type { IntentInfo } from './intents.js';
@@ -26,9 +26,9 @@ export function holdIdentity(g: Grant, requestId: string | undefined): string {
   return encodeIdentity('hold', meta);
 }
 
-/** The identity of an intent: a marker with no token (intents.ts). */
-export function intentIdentity(lockId: string, kind: LockKind, ownerId: string, requestId: string | undefined): string {
-  return encodeIdentity('hold', { l: lockId, k: kind, o: ownerId, ...(requestId === undefined ? {} : { r: requestId }) });
+/** The identity of an intent: a marker that names only its lock (intents.ts). */
+export function intentIdentity(lockId: string): string {
+  return encodeIdentity('hold', { l: lockId });
 }
 
 /** A marker read back: a hold (full marker) or an intent. */
@@ -38,18 +38,13 @@ type Marker = { readonly hold: HoldInfo } | { readonly intent: IntentInfo };
 function readOne(id: string, holders: readonly HolderInfo[]): Marker | undefined {
   const alive = liveByEnd(holders);
   const m = alive[0]?.identity?.meta;
-  if (!m || typeof m.l !== 'string' || typeof m.o !== 'string' || typeof m.k !== 'string') return undefined;
-  const kind = m.k as Grant['kind'];
-  const marker = {
-    markerId: id,
-    markerOwners: alive.map((h) => h.ownerId),
-    markerLeftMs: alive[alive.length - 1]?.expiresInMs,
-    ...(typeof m.r === 'string' ? { requestId: m.r } : {}),
-  };
-  if (typeof m.t !== 'string') return { intent: { lockId: m.l, kind, ownerId: m.o, ...marker } };
+  if (!m || typeof m.l !== 'string') return undefined;
+  const marker = { markerId: id, markerOwners: alive.map((h) => h.ownerId), markerLeftMs: alive[alive.length - 1]?.expiresInMs };
+  if (m.t === undefined) return { intent: { lockId: m.l, ...marker } };
+  if (typeof m.o !== 'string' || typeof m.k !== 'string' || typeof m.t !== 'string') return undefined;
   const token = BigInt(m.t);
-  const grant: Grant = { lockId: m.l, kind, ownerId: m.o, token, ttlMs: 0, reentered: false, data: m.d };
-  return { hold: { lockId: m.l, token, grant, ...marker } };
+  const grant: Grant = { lockId: m.l, kind: m.k as Grant['kind'], ownerId: m.o, token, ttlMs: 0, reentered: false, data: m.d };
+  return { hold: { lockId: m.l, token, grant, ...marker, ...(typeof m.r === 'string' ? { requestId: m.r } : {}) } };
 }
 
 /** The hold a (per-hold, full) marker describes; undefined when the marker is gone or unreadable. */
@@ -60,15 +55,15 @@ export function readMarker(id: string, holders: readonly HolderInfo[]): HoldInfo
 
 /**
  * The markers among an index record's holders (the record's own marker included), grouped
- * by hold (a roll leaves two holders for a moment): full markers, and intents whose owner no
- * full marker names (an intent being rolled into a full marker is the same hold).
+ * by hold (a roll leaves two holders for a moment): full markers, and intents by lock (each
+ * replica that acquired the lock for the session may have written its own).
  */
 export function readIndex(id: string, holders: readonly HolderInfo[]): { holds: HoldInfo[]; intents: IntentInfo[] } {
   const byHold = new Map<string, HolderInfo[]>();
   for (const h of holders) {
     if (isRecord(h)) continue;
     const m = h.identity?.meta;
-    const key = typeof m?.t === 'string' ? `${String(m.l)}\u0000${m.t}` : `${String(m?.l)}\u0000~${String(m?.o)}`;
+    const key = m?.t === undefined ? `${String(m?.l)}\u0000~` : `${String(m.l)}\u0000${String(m.t)}`;
     byHold.set(key, [...(byHold.get(key) ?? []), h]);
   }
   const holds: HoldInfo[] = [];
@@ -79,6 +74,5 @@ export function readIndex(id: string, holders: readonly HolderInfo[]): { holds: 
     if ('hold' in marker) holds.push(marker.hold);
     else intents.push(marker.intent);
   }
-  const owners = new Set(holds.map((h) => h.grant.ownerId));
-  return { holds, intents: intents.filter((i) => !owners.has(i.ownerId)) };
+  return { holds, intents };
 }

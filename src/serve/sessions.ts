@@ -12,7 +12,7 @@ import { LocksmithError, isLocksmithError } from '../errors.js';
 import type { JsonValue } from '../observe/identity.js';
 import type { Locker } from '../locker.js';
 import { BoundedMap } from '../util/bounded-map.js';
-import { Intents, type IntentInfo } from './intents.js';
+import { Intents, type IntentInfo, type Lasting } from './intents.js';
 import { holdIdentity, intentIdentity, isRecord, live, liveByEnd, readIndex, readMarker } from './markers.js';
 import { encodeIdentity, randomId, Records, RESERVED_PREFIX } from './records.js';
 
@@ -119,7 +119,15 @@ export class Sessions {
     this.#backend = backend;
     this.#records = new Records(backend);
     this.#indexed = backend.capabilities.permits;
-    this.#intents = new Intents(backend);
+    this.#intents = new Intents(backend, {
+      write: async (session, lockId) => {
+        const id = indexLock(session);
+        const marker = await this.#records.writeGrant(id, session, MARKER_TTL_MS, intentIdentity(lockId), INDEX_PERMITS);
+        if (!marker) throw new LocksmithError('BACKEND_UNAVAILABLE', `could not record the hold of '${lockId}'`);
+        return { lockId, markerId: id, markerOwners: [marker.ownerId], markerLeftMs: MARKER_TTL_MS };
+      },
+      remove: (intent) => this.forget(intent),
+    });
   }
 
   /** Whether a session's one read has its holds (an index record). */
@@ -177,13 +185,16 @@ export class Sessions {
   }
 
   /**
-   * The session's holds as read with it: its full markers and those of its intents (of
-   * `lockId` only, when given) that stand for a hold (intents.ts); `stale`: the others.
+   * The session's holds as read with it: its full markers and the holds its intents (of
+   * `lockId` only, when given) stand for, read from their locks (intents.ts); `stale`: the
+   * intents that stand for none.
    */
   async resolve(session: SessionInfo, lockId?: string): Promise<{ held: HoldInfo[]; stale: IntentInfo[] }> {
     const intents = (session.intents ?? []).filter((i) => lockId === undefined || i.lockId === lockId);
-    const { held, stale } = intents.length === 0 ? { held: [], stale: [] } : await this.#intents.resolve(intents);
-    return { held: [...(session.holds ?? []), ...held], stale };
+    const { held, stale } = intents.length === 0 ? { held: [], stale: [] } : await this.#intents.resolve(session.id, intents);
+    // A hold with a full marker (a Redis semaphore permit) is not read back from an intent too.
+    const full = new Set((session.holds ?? []).map((h) => h.grant.ownerId));
+    return { held: [...(session.holds ?? []), ...held.filter((h) => !full.has(h.grant.ownerId))], stale };
   }
 
   #remember(info: SessionInfo): void {
@@ -291,7 +302,8 @@ export class Sessions {
       if (await this.#backend.release(hold.grant)) released += 1;
       await this.forget(hold);
     }
-    await Promise.all(stale.map((i) => this.forget(i)));
+    // The session ends: its intents go too (a hold's forget leaves them, other acquisitions may use them).
+    await Promise.all([...stale, ...(session.intents ?? [])].map((i) => this.forget(i)));
     if (session.own) await this.forget(session.own);
     const record = this.#record(id);
     await this.#records.removeOwners(record, session.owners, permitsOf(record));
@@ -311,19 +323,14 @@ export class Sessions {
     return this.#indexed && this.#intents.uses(kind);
   }
 
-  /** Write the intent of an acquisition by `ownerId` (intents.ts) in the session's index. */
-  async intend(session: string, lockId: string, kind: Grant['kind'], ownerId: string, requestId: string | undefined): Promise<IntentInfo> {
-    const id = indexLock(session);
-    const identity = intentIdentity(lockId, kind, ownerId, requestId);
-    const marker = await this.#records.writeGrant(id, ownerId, MARKER_TTL_MS, identity, INDEX_PERMITS);
-    if (!marker) throw new LocksmithError('BACKEND_UNAVAILABLE', `could not record the hold of '${lockId}'`);
-    const intent = { lockId, kind, ownerId, markerId: id, markerOwners: [marker.ownerId], markerLeftMs: MARKER_TTL_MS };
-    return requestId === undefined ? intent : { ...intent, requestId };
+  /** The session's intent for `lockId`, for one acquisition (intents.ts); given back by {@link done}. */
+  use(session: string, lockId: string): Lasting {
+    return this.#intents.use(session, lockId);
   }
 
-  /** A grant made under an intent: this replica resolves the intent from memory. */
-  granted(grant: Grant): void {
-    this.#intents.granted(grant);
+  /** An acquisition under `intent` failed, or its hold was released through this replica. */
+  done(session: string, lockId: string, intent: Lasting): void {
+    this.#intents.done(session, lockId, intent);
   }
 
   async #mark(id: string, grant: Grant, requestId: string | undefined): Promise<HoldInfo> {
@@ -340,9 +347,12 @@ export class Sessions {
     return requestId === undefined ? hold : { ...hold, requestId };
   }
 
-  /** Forget a hold or an intent (its marker), after its release or loss. */
+  /**
+   * Forget a hold (its full marker), after its release or loss, or remove an intent. A hold
+   * read back from an intent leaves the intent: other acquisitions of the lock may use it.
+   */
   async forget(marker: HoldInfo | IntentInfo): Promise<void> {
-    this.#intents.ended('grant' in marker ? marker.grant.ownerId : marker.ownerId);
+    if ('grant' in marker && marker.intent === true) return;
     await this.#records.removeOwners(marker.markerId, marker.markerOwners, permitsOf(marker.markerId));
   }
 
@@ -375,10 +385,10 @@ export class Sessions {
     return out;
   }
 
-  /** Roll a marker as what it is: an intent stays one (left behind by a release, it means nothing). */
+  /** Roll a marker as what it is: an intent stays one (left behind, it means nothing). */
   async #rollMarker(hold: HoldInfo): Promise<void> {
     const g = hold.grant;
-    const identity = hold.intent ? intentIdentity(g.lockId, g.kind, g.ownerId, hold.requestId) : holdIdentity(g, hold.requestId);
+    const identity = hold.intent ? intentIdentity(g.lockId) : holdIdentity(g, hold.requestId);
     await this.#records.roll(hold.markerId, hold.grant.ownerId, MARKER_TTL_MS, identity, hold.markerOwners, permitsOf(hold.markerId));
   }
 }
