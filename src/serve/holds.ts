@@ -45,6 +45,12 @@ export interface GrantView {
 
 /** How often a long poll looks whether its session is still alive (ms, at most). */
 const SESSION_CHECK_MS = 1_000;
+/**
+ * A hold granted under an intent gets its full marker after this long (or a quarter of its
+ * session's ttl, if shorter), so that a loss is reported by any replica's keepalive; most
+ * holds are released before (ms).
+ */
+const WRITE_DOWN_MS = 1_000;
 /** How many granted holds a replica remembers (Holds.#granted: a saving, never needed). */
 const MAX_GRANTED = 100_000;
 
@@ -184,7 +190,15 @@ export class Holds {
         throw err;
       });
       const hold = await this.#marked(session, grant, input.requestId, lasting, signal);
-      this.#granted.set(holdKey(session.id, grant.lockId, grant.token), hold);
+      const key = holdKey(session.id, grant.lockId, grant.token);
+      this.#granted.set(key, hold);
+      if (hold.intent === true) {
+        const later = setTimeout(
+          () => void this.#writeDown(key, session, hold).catch(() => undefined),
+          Math.min(WRITE_DOWN_MS, session.ttlMs / 4),
+        );
+        later.unref();
+      }
       this.#sessions.changed(session.id);
       return view(session, grant, input.requestId);
     } finally {
@@ -212,6 +226,23 @@ export class Holds {
       if (lasting !== undefined) this.#sessions.done(session.id, grant.lockId, lasting);
       throw err;
     }
+  }
+
+  /**
+   * A hold still held here after WRITE_DOWN_MS gets its full marker (intents.ts): from then on
+   * any replica's keepalive reports it lost when it is broken or ends, and its intent may go.
+   * A hold released through this replica meanwhile gets none, or has it removed.
+   */
+  async #writeDown(key: string, session: SessionInfo, hold: Granted): Promise<void> {
+    if (this.#granted.get(key) !== hold) return;
+    const full = await this.#sessions.remember(session, hold.grant, hold.requestId);
+    if (this.#granted.get(key) !== hold) {
+      await this.#sessions.forget(full);
+      return;
+    }
+    // The full marker stands for the hold now: the intent is no longer needed for it.
+    this.#granted.set(key, full);
+    if (hold.lasting !== undefined) this.#sessions.done(session.id, hold.lockId, hold.lasting);
   }
 
   #checkCapabilities(input: AcquireInput): void {
