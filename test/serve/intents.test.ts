@@ -9,7 +9,7 @@ import { after, test } from 'node:test';
 import { startRedis } from '../../scripts/servers/redis.js';
 import { eventually, useServer } from '../helpers.js';
 import { spawnService } from './process.js';
-import { client, startService } from './service.js';
+import { call, client, startService } from './service.js';
 
 const T = { timeout: 120_000 };
 const redis = await useServer(() => startRedis());
@@ -69,4 +69,25 @@ test('an intent whose attempt was refused, or whose hold was released, is remove
   assert.deepEqual((await viaB.end(s)).body, { released: 1 });
   assert.deepEqual((await viaB.release('intents/busy', other, held.body.token)).body, { released: true });
   await viaB.end(other);
+});
+
+test('a hold kept past a second gets its full marker: broken, it is reported lost by a keepalive through another replica', T, async () => {
+  const c = await startService(redis.url);
+  try {
+    const [viaB, viaC] = [client(b.base), client(c.base)];
+    const s = await viaC.session(10_000, 'kept');
+    const held = await viaC.acquire('intents/kept', { session: s });
+    const index = `locksmith-serve/i/${s}`;
+    const full = async (): Promise<boolean> =>
+      (await b.locker.inspect(index)).holders.some((h) => h.identity?.meta?.l === 'intents/kept' && h.identity.meta.t === held.body.token);
+    await eventually('the full marker is written', full);
+    await eventually('the intent is removed', async () => (await markers(s)) === 1);
+    assert.equal((await call(b.base, 'POST', '/v1/locks/intents%2Fkept/break', { reason: 'test' })).status, 200);
+    const k = await viaB.keepalive(s);
+    assert.deepEqual(k.body.lost, [{ lockId: 'intents/kept', token: held.body.token }]);
+    assert.equal(k.body.holds, 0);
+    await viaB.end(s);
+  } finally {
+    await c.close();
+  }
 });
