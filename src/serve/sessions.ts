@@ -296,14 +296,14 @@ export class Sessions {
   /** Release every hold, then remove the record. */
   async remove(id: string): Promise<number> {
     const session = await this.get(id);
-    const { held, stale } = this.#indexed ? await this.resolve(session) : { held: await this.holds(id), stale: [] };
+    const held = this.#indexed ? (await this.resolve(session)).held : await this.holds(id);
     let released = 0;
     for (const hold of held) {
       if (await this.#backend.release(hold.grant)) released += 1;
       await this.forget(hold);
     }
     // The session ends: its intents go too (a hold's forget leaves them, other acquisitions may use them).
-    await Promise.all([...stale, ...(session.intents ?? [])].map((i) => this.forget(i)));
+    await Promise.all((session.intents ?? []).map((i) => this.forget(i)));
     if (session.own) await this.forget(session.own);
     const record = this.#record(id);
     await this.#records.removeOwners(record, session.owners, permitsOf(record));
