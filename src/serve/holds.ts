@@ -10,6 +10,7 @@ import { LockTimeoutError, UnsupportedError } from '../errors.js';
 import { BoundedMap } from '../util/bounded-map.js';
 import { raceAbort } from '../util/time.js';
 import { holdOf, type Lasting } from './intents.js';
+import { Later } from './later.js';
 import { encodeIdentity, randomId } from './records.js';
 import { leaseOf, noSession, ServeError, type HoldInfo, type SessionInfo, type Sessions } from './sessions.js';
 
@@ -30,7 +31,15 @@ export interface AcquireInput {
    * form `Election.leader()` reads (docs/serve.md, "Elections").
    */
   readonly participant?: string;
+  /**
+   * Whether the client went away, for a one-shot attempt passed {@link NEVER_ABORTED} instead
+   * of a signal of its own (an AbortController per request cost more than the attempt's checks).
+   */
+  readonly clientGone?: () => boolean;
 }
+
+/** The signal of attempts nobody aborts: a one-shot attempt's (its client checked by `clientGone`). */
+export const NEVER_ABORTED: AbortSignal = new AbortController().signal;
 
 /** What a granted acquire answers. */
 export interface GrantView {
@@ -46,11 +55,11 @@ export interface GrantView {
 /** How often a long poll looks whether its session is still alive (ms, at most). */
 const SESSION_CHECK_MS = 1_000;
 /**
- * A hold granted under an intent gets its full marker after this long (or a quarter of its
- * session's ttl, if shorter), so that a loss is reported by any replica's keepalive; most
- * holds are released before (ms).
+ * A hold granted under an intent gets its full marker after this long (a quarter of the
+ * shortest session ttl), so that a loss is reported by any replica's keepalive; most holds
+ * are released before (ms).
  */
-const WRITE_DOWN_MS = 1_000;
+const WRITE_DOWN_MS = 250;
 /** How many granted holds a replica remembers (Holds.#granted: a saving, never needed). */
 const MAX_GRANTED = 100_000;
 
@@ -63,6 +72,8 @@ export class Holds {
   readonly #waits = new Map<string, number>();
   /** The holds this replica granted, by session, lock and token (and the intent they use): released in one round trip. */
   readonly #granted = new BoundedMap<string, Granted>(MAX_GRANTED);
+  /** The holds granted under an intent, to be written down (#writeDown). */
+  readonly #writeDowns = new Later(WRITE_DOWN_MS);
   /** Acquisitions in flight by `session/requestId`: a retry joins the first. */
   readonly #inflight = new Map<string, Promise<GrantView>>();
 
@@ -189,16 +200,10 @@ export class Holds {
         if (lasting !== undefined) this.#sessions.done(session.id, input.lockId, lasting);
         throw err;
       });
-      const hold = await this.#marked(session, grant, input.requestId, lasting, signal);
+      const hold = await this.#marked(session, grant, input, lasting, signal);
       const key = holdKey(session.id, grant.lockId, grant.token);
       this.#granted.set(key, hold);
-      if (hold.intent === true) {
-        const later = setTimeout(
-          () => void this.#writeDown(key, session, hold).catch(() => undefined),
-          Math.min(WRITE_DOWN_MS, session.ttlMs / 4),
-        );
-        later.unref();
-      }
+      if (hold.intent === true) this.#writeDowns.add(() => void this.#writeDown(key, session, hold).catch(() => undefined));
       this.#sessions.changed(session.id);
       return view(session, grant, input.requestId);
     } finally {
@@ -212,14 +217,15 @@ export class Holds {
   async #marked(
     session: SessionInfo,
     grant: Grant,
-    requestId: string | undefined,
+    input: AcquireInput,
     lasting: Lasting | undefined,
     signal: AbortSignal,
   ): Promise<Granted> {
     try {
       // Granted as the client went away: nobody would know of this hold, so give it back.
       signal.throwIfAborted();
-      if (lasting === undefined) return await this.#sessions.remember(session, grant, requestId);
+      if (input.clientGone?.() === true) throw new ServeError(499, 'CLIENT_GONE', 'the client went away');
+      if (lasting === undefined) return await this.#sessions.remember(session, grant, input.requestId);
       return { ...holdOf(await lasting.marker, grant), lasting };
     } catch (err) {
       await this.#backend.release(grant).catch(() => undefined);
@@ -229,7 +235,7 @@ export class Holds {
   }
 
   /**
-   * A hold still held here after WRITE_DOWN_MS gets its full marker (intents.ts): from then on
+   * A hold still held here WRITE_DOWN_MS after its grant gets its full marker (intents.ts): from then on
    * any replica's keepalive reports it lost when it is broken or ends, and its intent may go.
    * A hold released through this replica meanwhile gets none, or has it removed.
    */

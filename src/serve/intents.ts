@@ -11,15 +11,8 @@
  * session means nothing.
  */
 import type { Backend, Grant, HolderState, LockKind } from '../backend.js';
-import type { HoldInfo } from './sessions.js';
-
-/** What an intent marker says, as read back from the session's index (every holder of one lock's intent). */
-export interface IntentInfo {
-  readonly lockId: string;
-  readonly markerId: string;
-  readonly markerOwners: readonly string[];
-  readonly markerLeftMs: number | undefined;
-}
+import { Later } from './later.js';
+import type { HoldInfo, IntentInfo } from './markers.js';
 
 /** An unused intent is removed after this long (ms): a session's next acquire of the lock reuses it meanwhile. */
 export const IDLE_MS = 1_000;
@@ -76,7 +69,8 @@ export interface Lasting {
   readonly marker: Promise<IntentInfo>;
   readonly writtenAt: number;
   users: number;
-  idle: NodeJS.Timeout | undefined;
+  /** Counts its uses: an idle removal queued before the last use does nothing. */
+  uses: number;
 }
 
 /** How an intent is written and removed (sessions.ts). */
@@ -90,6 +84,7 @@ export class Intents {
   readonly #backend: Backend;
   readonly #store: IntentStore;
   readonly #lasting = new Map<string, Lasting>();
+  readonly #idle = new Later(IDLE_MS);
 
   constructor(backend: Backend, store: IntentStore) {
     this.#backend = backend;
@@ -110,15 +105,14 @@ export class Intents {
     let entry = this.#lasting.get(key);
     if (entry === undefined || performance.now() - entry.writtenAt > REUSE_MS) {
       if (entry !== undefined) this.#lasting.delete(key);
-      const fresh: Lasting = { marker: this.#store.write(session, lockId), writtenAt: performance.now(), users: 0, idle: undefined };
+      const fresh: Lasting = { marker: this.#store.write(session, lockId), writtenAt: performance.now(), users: 0, uses: 0 };
       // A marker that could not be written is never reused: the next acquire writes again.
       fresh.marker.catch(() => this.#lasting.get(key) === fresh && this.#lasting.delete(key));
       if (this.#lasting.size < MAX_LASTING) this.#lasting.set(key, fresh);
       entry = fresh;
     }
-    clearTimeout(entry.idle);
-    entry.idle = undefined;
     entry.users += 1;
+    entry.uses += 1;
     return entry;
   }
 
@@ -127,12 +121,13 @@ export class Intents {
     entry.users -= 1;
     if (entry.users > 0) return;
     const key = `${session}\u0000${lockId}`;
-    entry.idle = setTimeout(() => {
+    const uses = entry.uses;
+    this.#idle.add(() => {
+      if (entry.users > 0 || entry.uses !== uses) return;
       // Out of the map first: an acquire from now on writes its own intent, never this one.
       if (this.#lasting.get(key) === entry) this.#lasting.delete(key);
       entry.marker.then((intent) => this.#store.remove(intent)).catch(() => undefined);
-    }, IDLE_MS);
-    entry.idle.unref();
+    });
   }
 
   /** The holds of `session` behind `intents` (read from their locks), and the intents that mean nothing. */

@@ -7,10 +7,30 @@
 import type { Grant } from '../backend.js';
 import type { HolderInfo } from '../observe/list.js';
 import type { JsonValue } from '../observe/identity.js';
-import type { IntentInfo } from './intents.js';
 import { encodeIdentity } from './records.js';
-import type { HoldInfo } from './sessions.js';
 
+/** One hold a session made, as its marker remembers it. */
+export interface HoldInfo {
+  readonly lockId: string;
+  readonly token: bigint;
+  readonly grant: Grant;
+  readonly requestId?: string;
+  readonly markerId: string;
+  readonly markerOwners: readonly string[];
+  readonly markerLeftMs: number | undefined;
+  /** The marker is an intent (intents.ts): the token was read back, not written down. */
+  readonly intent?: true;
+}
+
+/** What an intent marker says, as read back from the session's index (every holder of one lock's intent). */
+export interface IntentInfo {
+  readonly lockId: string;
+  readonly markerId: string;
+  readonly markerOwners: readonly string[];
+  readonly markerLeftMs: number | undefined;
+}
+
+/** A holder whose lease has not ended (or has no known end). */
 export const live = (h: HolderInfo): boolean => h.expiresInMs === undefined || h.expiresInMs > 0;
 /** The live holders, the one whose lease ends first first (the one a full record's roll removes). */
 export const liveByEnd = (holders: readonly HolderInfo[]): HolderInfo[] =>

@@ -12,8 +12,18 @@ import { LocksmithError, isLocksmithError } from '../errors.js';
 import type { JsonValue } from '../observe/identity.js';
 import type { Locker } from '../locker.js';
 import { BoundedMap } from '../util/bounded-map.js';
-import { Intents, type IntentInfo, type Lasting } from './intents.js';
-import { holdIdentity, intentIdentity, isRecord, live, liveByEnd, readIndex, readMarker } from './markers.js';
+import { Intents, type Lasting } from './intents.js';
+import {
+  holdIdentity,
+  intentIdentity,
+  isRecord,
+  live,
+  liveByEnd,
+  readIndex,
+  readMarker,
+  type HoldInfo,
+  type IntentInfo,
+} from './markers.js';
 import { encodeIdentity, randomId, Records, RESERVED_PREFIX } from './records.js';
 
 /** How long a hold's marker lives before a keepalive rolls it (it is rolled at half). */
@@ -37,18 +47,7 @@ export interface SessionInfo {
   readonly own?: HoldInfo;
 }
 
-/** One hold a session made, as its marker remembers it. */
-export interface HoldInfo {
-  readonly lockId: string;
-  readonly token: bigint;
-  readonly grant: Grant;
-  readonly requestId?: string;
-  readonly markerId: string;
-  readonly markerOwners: readonly string[];
-  readonly markerLeftMs: number | undefined;
-  /** The marker is an intent (intents.ts): the token was read back, not written down. */
-  readonly intent?: true;
-}
+export type { HoldInfo } from './markers.js';
 
 /** An HTTP-level error: a status and a stable code (docs/serve.md, "Errors"). */
 export class ServeError extends Error {
