@@ -14,9 +14,10 @@ import { seamRequest } from '../helpers.js';
 
 test('redis: every command in flight fails on its own commandTimeoutMs deadline, answered ones resolve', async () => {
   const client: RedisClientLike = {
-    // Lock 'ok' answers (a grant); every other lock never does.
-    evalsha: (_sha, _n, ...args) =>
-      String(args[0]).includes('{ok}') ? Promise.resolve([1, '7', 'o']) : new Promise<unknown>(() => undefined),
+    // Lock 'ok' answers (a grant: a bare token from the 4-key first attempt, ACQUIRE_SOLO, else
+    // ACQUIRE's {1, token, field}); every other lock never does.
+    evalsha: (_sha, n, ...args) =>
+      String(args[0]).includes('{ok}') ? Promise.resolve(n === 4 ? '7' : [1, '7', 'o']) : new Promise<unknown>(() => undefined),
     eval: () => new Promise<unknown>(() => undefined),
     duplicate: () => {
       throw new Error('not used');

@@ -35,6 +35,7 @@ import { LockKeyCache, keyBase, whoRecord } from '../redis-wire/keys.js';
 import { Secrets } from '../redis-wire/secrets.js';
 import type { Scan } from '../redis-wire/scan.js';
 import { listPage, readInspect } from './observe.js';
+import { Contention, granted, soloAttempt, soloFits } from './solo.js';
 import { ACQUIRE, CANCEL, CLAIM, CLAIM_MS, EXTEND, FORCE, INSPECT, RELEASE, UNDO } from './scripts.js';
 
 const log = backendLog('redis');
@@ -140,6 +141,8 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   readonly #keys: LockKeyCache;
   #waiterSeq = 0;
   #attemptSeq = 0;
+  /** The locks this backend saw contended lately: their first attempts skip ACQUIRE_SOLO (solo.ts). */
+  readonly #contention = new Contention();
   /** Per lock id, the wake-up of a waiter of this process that this backend's last release messaged, until heard. */
   readonly #waking = new Map<string, Promise<void>>();
   #closed = false;
@@ -193,6 +196,24 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     // out first, or this attempt, sent sooner, would take the lock back every time.
     const waking = req.ticket ? undefined : this.#waking.get(req.lockId);
     if (waking) await raceAbort(waking, req.signal);
+    const stamp = req.freshOwner ? '' : `~${this.#clientId}.${(++this.#attemptSeq).toString(36)}`;
+    if (soloFits(req, this.#contention)) {
+      // No queue entry can come of it: no waiter id, inbox mark or secret yet (solo.ts).
+      let token: unknown;
+      try {
+        token = await soloAttempt(this.#commands, this.#keys.of(req.lockId), req, KIND_LETTER[req.kind], stamp, this.#inboxPrefix);
+      } catch (err) {
+        this.#lostAttempt(req, '', stamp);
+        throw err;
+      }
+      if (token !== 0) return granted(req, 1, token, req.ownerId);
+      this.#contention.saw(req.lockId);
+    }
+    return this.#fullAttempt(req, stamp);
+  }
+
+  /** One full ACQUIRE: a grant, a re-entry, or a queue position with what its wait needs. */
+  async #fullAttempt(req: AcquireRequest<RedisTicket>, stamp: string): Promise<AcquireResult<RedisTicket, RedisGrantData>> {
     const waiterId = this.#waiterId(req);
     // Note what the inbox delivered BEFORE the attempt is sent: a wake-up after this point is
     // seen by waitForChange, so a release between the attempt and the wait is not lost.
@@ -200,7 +221,6 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     const mark = this.#inbox.mark(waiterId, secret !== '');
     const capMs = Math.max(10, Math.floor(Math.min(req.ttlMs, MAX_WAITER_PERIOD_MS) / 3));
     const sentAt = performance.now();
-    const stamp = req.freshOwner ? '' : `~${this.#clientId}.${(++this.#attemptSeq).toString(36)}`;
     let reply: unknown;
     try {
       reply = await this.#attempt(req, waiterId, capMs, secret, stamp);
@@ -209,23 +229,10 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       throw err;
     }
     const [code, a, b, last] = Array.isArray(reply) ? (reply as unknown[]) : [reply];
-    if (code === 3) {
-      this.#inbox.forget(waiterId);
-      throw new PermitsMismatchError(req.lockId, req.permits, Number(a));
-    }
-    if (code === 1 || code === 2) {
-      this.#inbox.forget(waiterId);
-      const grant: Grant<RedisGrantData> = {
-        lockId: req.lockId,
-        kind: req.kind,
-        ownerId: req.ownerId,
-        token: BigInt(String(a)),
-        ttlMs: req.ttlMs,
-        reentered: code === 2,
-        data: { field: String(b) },
-      };
-      return { granted: true, grant };
-    }
+    if (code === 1 || code === 2 || code === 3) this.#inbox.forget(waiterId);
+    if (code === 3) throw new PermitsMismatchError(req.lockId, req.permits, Number(a));
+    if (code !== 1) this.#contention.saw(req.lockId);
+    if (code === 1 || code === 2) return granted(req, code, a, b);
     if (!req.wait) return { granted: false, contended: { ticket: undefined } };
     const lastToken = BigInt(String(last ?? '0'));
     return {
@@ -399,6 +406,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       this.#inboxPrefix,
     ]);
     if (typeof ok !== 'string') return ok === 1;
+    this.#contention.saw(grant.lockId);
     // The release messaged waiter `ok`. It returns now (one round trip); when that waiter is
     // in this process, this backend's next acquire of the lock waits for its wake-up instead
     // (docs/backends/redis.md, "Waiting by notification").

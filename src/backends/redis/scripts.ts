@@ -85,6 +85,16 @@ function claimMs(lua: string): number {
 export const ACQUIRE = loadScript('acquire');
 
 /**
+ * The first attempt of an acquisition (not a semaphore) at a lock this client has not seen
+ * contended lately: ACQUIRE's fast path alone, on the keys and arguments it reads (a shorter
+ * command to build and send, a bare reply to parse).
+ * KEYS: h q x t. ARGV: kind letter, ownerId, ttlMs, lockDelayMs, stamp, who, inbox prefix.
+ * Returns the token (a new hold, field = ownerId), or 0 when anybody holds or waits, or an
+ * index is left: then ACQUIRE decides.
+ */
+export const ACQUIRE_SOLO = loadScript('acquire-solo');
+
+/**
  * Renew a hold: compare (field, token, not expired) and move its expiry.
  * KEYS: h x t. ARGV: field, kind letter, token, ttlMs. Returns 1, or 0 when not held.
  */

@@ -1,15 +1,18 @@
 -- One acquisition attempt (the contract: ACQUIRE in src/backends/redis/scripts.ts).
+local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+-- stamp: '' or '~<attempt id>', kept in the hold so that UNDO finds what this attempt did.
+-- who: the client's opaque record of the locker (identity), kept with the hold / queue entry.
+local kind, owner, inbox, stamp, who = ARGV[1], ARGV[3], ARGV[10], ARGV[12], ARGV[13]
+local ttl_arg, delay_arg, solo = ARGV[4], ARGV[5], false
+local sem = kind == 's' and '\0' .. ARGV[2] .. '\0' .. (ARGV[14] or '1')
 --@include acquire-free
 --@include prelude
 --@include prelude-handoff
 --@include prelude-permits
-local h, x, t, q, qx, qw, qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local kind, permits, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local ttl, delay = tonumber(ARGV[4]), tonumber(ARGV[5])
+local permits = tonumber(ARGV[2])
+local ttl, delay = tonumber(ttl_arg), tonumber(delay_arg)
 local fair, wait, wid = ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
--- stamp: '' or '~<attempt id>', kept in the hold so that UNDO finds what this attempt did.
--- who: the client's opaque record of the locker (identity), kept with the hold / queue entry.
-local wttl, inbox, secret, stamp, who = tonumber(ARGV[9]), ARGV[10], ARGV[11], ARGV[12], ARGV[13]
+local wttl, secret = tonumber(ARGV[9]), ARGV[11]
 -- weight: the permits a semaphore hold takes (1 from clients that do not send it).
 local weight = tonumber(ARGV[14] or '1') or 1
 local now, now_us = clock()

@@ -1,0 +1,172 @@
+/**
+ * The floor of an uncontended Redis lock cycle, in ONE run on one redis-server, alternating
+ * rounds (order rotated every round) so that machine load hits every contender alike:
+ * - `redis-semaphore Mutex`: the library (SET NX PX, then a 1-key compare-and-delete script);
+ * - `floor SET NX PX`: the same two commands straight on ioredis, no library (no fencing);
+ * - `floor fenced`: the leanest fenced, leased lock on ioredis: one EVALSHA (SET NX PX, then a
+ *   server-time fencing token kept in a second key), one EVALSHA compare-and-delete;
+ * - `floor locksmith scripts`: locksmith's own uncontended scripts (ACQUIRE_SOLO, RELEASE) sent
+ *   straight on ioredis: the floor of its data layout, with no library around them;
+ * - `locksmith lock+release` and `locksmith fair lock+release`: `createLocker(redis)`, defaults.
+ * Wall time p50 per cycle (µs) and this process's CPU time per cycle (median of the rounds).
+ * Run: `npx tsx --expose-gc bench/redis-floor.ts` (figures: docs/benchmarks.md, "Redis: the
+ * uncontended floor"). `BASE=<dir with an older src/>` adds that tree's locksmith rows,
+ * prefixed `base `; `ONLY=<regex>` keeps the rows it matches; `CYCLES` per round (300), `ROUNDS` (12).
+ * `DIST=1` takes locksmith from the built `dist/` (of this tree and of BASE: `npm run build` first),
+ * as a user runs it: under tsx every closure of `src/` also pays esbuild's `__name` helper.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { Mutex as OriginalMutex } from 'redis-semaphore';
+import type { RedisBackend } from '../src/backends/redis/index.js';
+import { ACQUIRE_SOLO, RELEASE } from '../src/backends/redis/scripts.js';
+import { lockKeys } from '../src/backends/redis-wire/keys.js';
+import type { createLocker } from '../src/locker.js';
+import { startRedis } from '../scripts/servers/redis.js';
+
+const CYCLES = Number(process.env.CYCLES ?? 300);
+const ROUNDS = Number(process.env.ROUNDS ?? 12);
+
+interface Contender {
+  readonly name: string;
+  cycle(key: string): Promise<unknown>;
+}
+
+function pct(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+}
+
+/** Acquire: SET NX PX, then the fencing token max(last + 1, server µs) in a second key. */
+const FENCED_ACQUIRE = `
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+local tm = redis.call('TIME')
+local tok = tm[1] .. string.sub('00000' .. tm[2], -6)
+local last = redis.call('SET', KEYS[2], tok, 'GET')
+if last and tonumber(last) >= tonumber(tok) then
+  tok = string.format('%.0f', tonumber(last) + 1)
+  redis.call('SET', KEYS[2], tok)
+end
+return tok`;
+const CAD = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
+const sha = (s: string): string => createHash('sha1').update(s).digest('hex');
+
+interface Tree {
+  readonly RedisBackend: typeof RedisBackend;
+  readonly createLocker: typeof createLocker;
+}
+
+function locksmith(tree: Tree, client: Redis, prefix: string): Contender[] {
+  const locker = tree.createLocker(new tree.RedisBackend(client));
+  return [
+    { name: `${prefix}locksmith lock+release`, cycle: async (k) => (await locker.lock(k)).release() },
+    { name: `${prefix}locksmith fair lock+release`, cycle: async (k) => (await locker.lock(k, { fair: true })).release() },
+  ];
+}
+
+/** The locksmith of the tree at `root` (this one: `..`), from `src/` or (DIST=1) from `dist/`. */
+async function tree(root: string): Promise<Tree> {
+  const [dir, ext] = process.env.DIST ? ['dist', 'js'] : ['src', 'ts'];
+  const backend = (await import(`${root}/${dir}/backends/redis/index.${ext}`)) as { RedisBackend: typeof RedisBackend };
+  const locker = (await import(`${root}/${dir}/locker.${ext}`)) as { createLocker: typeof createLocker };
+  return { RedisBackend: backend.RedisBackend, createLocker: locker.createLocker };
+}
+
+async function contenders(port: number, clients: Redis[]): Promise<Contender[]> {
+  const client = (): Redis => {
+    const c = new Redis({ port, host: '127.0.0.1' });
+    clients.push(c);
+    return c;
+  };
+  const rs = client();
+  const raw = client();
+  const fenced = client();
+  await fenced.script('LOAD', FENCED_ACQUIRE);
+  await fenced.script('LOAD', CAD);
+  for (const s of [ACQUIRE_SOLO, RELEASE]) await fenced.script('LOAD', s.source);
+  const keys: Record<string, ReturnType<typeof lockKeys>> = {};
+  const [acq, cad] = [sha(FENCED_ACQUIRE), sha(CAD)];
+  const list: Contender[] = [
+    {
+      name: 'redis-semaphore Mutex',
+      cycle: async (k) => {
+        const m = new OriginalMutex(rs, k);
+        await m.acquire();
+        await m.release();
+      },
+    },
+    {
+      name: 'floor SET NX PX + CAD (no fence)',
+      cycle: async (k) => {
+        const id = randomUUID();
+        if ((await raw.set(k, id, 'PX', 10_000, 'NX')) !== 'OK') throw new Error('held');
+        await raw.evalsha(cad, 1, k, id);
+      },
+    },
+    {
+      name: 'floor fenced (2 EVALSHA)',
+      cycle: async (k) => {
+        const id = randomUUID();
+        const tok = await fenced.evalsha(acq, 2, `f{${k}}`, `f{${k}}:t`, id, 10_000);
+        if (tok === null) throw new Error('held');
+        BigInt(tok as string);
+        await fenced.evalsha(cad, 1, `f{${k}}`, id);
+      },
+    },
+    {
+      name: 'floor locksmith scripts',
+      cycle: async (k) => {
+        const [h, x, t, q] = (keys[k] ??= lockKeys('locksmith:', k));
+        const id = randomUUID();
+        const tok = await fenced.evalsha(ACQUIRE_SOLO.sha, 4, h, q, x, t, 'm', id, 10_000, 0, '', ':{}', 'locksmith:w:');
+        BigInt(tok as string);
+        await fenced.evalsha(RELEASE.sha, 7, ...keys[k]!, id, 'm', tok as string, 'locksmith:w:');
+      },
+    },
+    ...locksmith(await tree(new URL('..', import.meta.url).pathname.replace(/\/$/, '')), client(), ''),
+  ];
+  if (process.env.BASE) list.push(...locksmith(await tree(process.env.BASE), client(), 'base '));
+  return list;
+}
+
+/** This process's CPU time per cycle of each round (µs): what the client's own code costs, whatever the load. */
+const cpu = new Map<string, number[]>();
+
+async function round(c: Contender, r: number): Promise<number[]> {
+  const times: number[] = [];
+  const cpu0 = process.cpuUsage();
+  for (let i = 0; i < CYCLES; i++) {
+    const t0 = performance.now();
+    await c.cycle(`floor:${r}:${i % 8}`);
+    times.push((performance.now() - t0) * 1000);
+  }
+  const used = process.cpuUsage(cpu0);
+  if (r >= 0) cpu.set(c.name, [...(cpu.get(c.name) ?? []), (used.user + used.system) / CYCLES]);
+  return times;
+}
+
+const server = await startRedis();
+const clients: Redis[] = [];
+try {
+  const list = await contenders(server.nodes[0]!.port, clients);
+  const only = process.env.ONLY === undefined ? undefined : new RegExp(process.env.ONLY);
+  if (only) list.splice(0, list.length, ...list.filter((c) => only.test(c.name)));
+  for (const c of list) await round(c, -1);
+  const all = new Map(list.map((c) => [c.name, [] as number[]]));
+  for (let r = 0; r < ROUNDS; r++) {
+    const k = r % list.length;
+    for (const c of [...list.slice(k), ...list.slice(0, k)]) all.get(c.name)!.push(...(await round(c, r)));
+  }
+  const ref = pct(all.get('redis-semaphore Mutex') ?? [], 50);
+  for (const c of list) {
+    const wall = pct(all.get(c.name)!, 50);
+    const ratio = Number.isFinite(ref) ? `  ${(wall / ref).toFixed(2)}×` : '';
+    console.log(
+      `${c.name.padEnd(36)} p50 ${wall.toFixed(1).padStart(6)} µs${ratio}   CPU ${pct(cpu.get(c.name)!, 50).toFixed(1).padStart(6)} µs/cycle`,
+    );
+  }
+} finally {
+  await Promise.allSettled(clients.map((c) => c.quit()));
+  await server.stop();
+}
+process.exit(0);
