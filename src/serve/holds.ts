@@ -60,7 +60,7 @@ const SESSION_CHECK_MS = 1_000;
  * are released before (ms).
  */
 const WRITE_DOWN_MS = 250;
-/** How many granted holds a replica remembers (Holds.#granted: a saving, never needed). */
+/** How many granted holds a replica remembers (Holds.#granted: a saving, and the holds to write down; past it a hold is not written down). */
 const MAX_GRANTED = 100_000;
 
 /** Acquisitions of sessions, with the per-replica bookkeeping of waits and retried requests. */
