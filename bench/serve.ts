@@ -96,10 +96,23 @@ async function contend(http: Http, sessions: readonly string[]): Promise<{ gaps:
   return { gaps, grants };
 }
 
+/** True when `base` streams `/v1/events?mode=state` (an older service answers 400 to the unknown mode). */
+async function knowsStateMode(base: string): Promise<boolean> {
+  const status = await new Promise<number>((resolve, reject) => {
+    const req = get(`${base}${PATHS.page}`, (res) => {
+      resolve(res.statusCode ?? 0);
+      req.destroy();
+    }).on('error', reject);
+  });
+  return status === 200;
+}
+
 /** What one service's rounds of (d) collected, per way of viewing. */
 interface DState {
   readonly target: Target;
   readonly sessions: string[];
+  /** Whether the service answers `/v1/events?mode=state` (older checkouts' pages followed the raw stream). */
+  readonly stateStreams: boolean;
   readonly gaps: Record<'none' | ViewMode, number[]>;
   readonly grants: Record<'none' | ViewMode, number>;
   readonly events: Record<ViewMode, number>;
@@ -114,8 +127,8 @@ const cpuOf = (pid: number | undefined): number => (pid ? cpuMsOf(pid) : 0);
 /** One round of (d) on one service, without views or with VIEWS streams of `mode`. */
 async function roundD(views: ChildProcess, d: DState, mode: 'none' | ViewMode): Promise<void> {
   if (mode !== 'none') {
-    // The page of the checkout before knew no mode=state: its views opened the raw stream (and re-read each changed lock, not done here).
-    const wire = mode === 'page' && d.target.name !== 'service' ? 'raw' : mode;
+    // A checkout whose page knew no mode=state: its views opened the raw stream (and re-read each changed lock, not done here).
+    const wire = mode === 'page' && !d.stateStreams ? 'raw' : mode;
     views.send(`open ${wire} ${d.target.base}`);
     await once(views, 'message');
     await sleep(500);
@@ -149,9 +162,12 @@ async function rowD(targets: readonly Target[]): Promise<void> {
     const gaps = { none: [], page: [], raw: [] };
     const zero = () => ({ service: 0, redis: 0, views: 0 });
     const cpu = { none: zero(), page: zero(), raw: zero() };
-    states.push({ target, sessions, gaps, grants: { none: 0, page: 0, raw: 0 }, events: { page: 0, raw: 0 }, cpu });
+    const stateStreams = await knowsStateMode(target.base);
+    states.push({ target, sessions, stateStreams, gaps, grants: { none: 0, page: 0, raw: 0 }, events: { page: 0, raw: 0 }, cpu });
   }
   const modes = ['none', ...MODES] as const;
+  // One round each first, dropped: the first measured round otherwise pays the warm-up (JIT, connections) of whichever service comes first.
+  for (const d of states) await contend(d.target.http, d.sessions);
   for (let r = 0; r < VIEW_ROUNDS * modes.length; r++) {
     for (let k = 0; k < states.length; k++) await roundD(views, states[(r + k) % states.length]!, modes[r % modes.length]!);
   }
@@ -172,7 +188,8 @@ async function rowD(targets: readonly Target[]): Promise<void> {
     );
     for (const mode of MODES) {
       const p = percentiles(d.gaps[mode]);
-      const how = mode === 'page' ? 'as the web view page (mode=state)' : 'raw /v1/events';
+      const page = d.stateStreams ? 'as the web view page (mode=state)' : 'as the web view page (its raw stream then)';
+      const how = mode === 'page' ? page : 'raw /v1/events';
       console.log(
         `(d) ${name}, ${CONTENDERS} contenders, ${VIEWS} views ${how}: hand-off ${ms(p)} p50 / p99, ${(d.grants[mode] / secs).toFixed(0)} grants/s ` +
           `(${d.events[mode]} events delivered); slowdown p50 ${((p.p50 / base.p50 - 1) * 100).toFixed(1)} %, grants/s ${((1 - d.grants[mode] / d.grants.none) * 100).toFixed(1)} % (target ≤ 10 %); ${cpu(mode)}`,

@@ -8,6 +8,7 @@ import { isIP } from 'node:net';
 import type { Command } from 'commander';
 import { createLocker } from '../index.js';
 import { buildServer } from '../serve/app.js';
+import { recordsUrl } from '../serve/records.js';
 import { chooseBackend, shownUrl } from './backend.js';
 import { backendOption, type Output } from './ls.js';
 
@@ -63,10 +64,14 @@ export function addServe(cmd: Command, out: Output): void {
       }
       const backend = chooseBackend(flags.backend);
       const locker = createLocker(backend, { name: 'locksmith-serve' });
+      // The service's records on the same server under another key prefix, where that keeps them off the locks' change channel.
+      const recordsAt = recordsUrl(backend);
+      const records = recordsAt === undefined ? undefined : createLocker(recordsAt, { name: 'locksmith-serve' });
       const insecure = tokens === undefined;
       const tls = readTls(flags);
       const app = await buildServer({
         locker,
+        ...(records ? { records } : {}),
         logger: flags.log,
         insecure,
         ...(tokens === undefined ? {} : { tokens }),
@@ -78,6 +83,6 @@ export function addServe(cmd: Command, out: Output): void {
         process.once('SIGINT', resolve).once('SIGTERM', resolve);
       });
       await app.close();
-      await locker.close();
+      await Promise.all([locker.close(), records?.close()]);
     });
 }

@@ -5,7 +5,9 @@
  */
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { Access, RateLimit, type Need } from './auth.js';
-import type { Locker } from '../locker.js';
+import type { Backend } from '../backend.js';
+import { createLocker, type Locker } from '../locker.js';
+import { routedBackend } from './records.js';
 import { errorHandler } from './errors.js';
 import { VIEW_HTML } from './view.js';
 import { eventRoutes, type StreamOptions } from './events.js';
@@ -33,6 +35,14 @@ export interface ServeLimits {
 export interface ServeOptions {
   /** The locker whose backend the service runs over (the service does not close it). */
   readonly locker: Locker;
+  /**
+   * A locker over the same store under another namespace, for the service's own records
+   * (sessions, hold markers), so that watchers of the locks hear nothing of them: the CLI
+   * opens one at `recordsUrl` (records.ts) where the engine has one change channel per key prefix
+   * (docs/serve.md, "Design"). Without it the records are kept beside the locks under the
+   * reserved prefix. The service does not close it.
+   */
+  readonly records?: Locker;
   readonly limits?: Partial<ServeLimits>;
   /** The tokens file's text (auth.ts); without it every route but /healthz answers 401, unless `insecure`. */
   readonly tokens?: string;
@@ -86,7 +96,9 @@ export async function buildServer(options: ServeOptions): Promise<FastifyInstanc
   app.setNotFoundHandler((request, reply) => {
     void reply.status(404).send({ code: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0] ?? ''}` });
   });
-  const sessions = new Sessions(options.locker, backend);
+  const store = options.records ? await recordStore(options.locker, backend, options.records) : options.locker;
+  if (store !== options.locker) app.addHook('onClose', () => store.close());
+  const sessions = new Sessions(store, await store.backend());
   const holds = new Holds(backend, sessions, limits.waitsPerSession);
   const clients = guard(app, new Access(options.tokens, options.insecure ?? false), new RateLimit(limits.requestsPerSecond));
   const deps: RouteDeps = {
@@ -112,6 +124,11 @@ export async function buildServer(options: ServeOptions): Promise<FastifyInstanc
   );
   app.get('/openapi.json', { config: READ }, async () => openapi.document(options.version ?? '0'));
   return app;
+}
+
+/** A locker whose records go to `records`'s backend, every other lock to `backend` (records.ts). */
+async function recordStore(locker: Locker, backend: Backend, records: Locker): Promise<Locker> {
+  return createLocker(routedBackend(backend, await records.backend()), locker.options);
 }
 
 /**

@@ -9,7 +9,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { AcquireRequest, Backend, Grant } from '../backend.js';
+import type { AcquireRequest, Backend, Grant, ListRequest } from '../backend.js';
 import { MAX_IDENTITY_BYTES } from '../backend.js';
 import { InvalidArgumentError } from '../errors.js';
 import { BoundedMap } from '../util/bounded-map.js';
@@ -23,6 +23,54 @@ const HOST = hostname();
 
 /** Lock ids under this prefix belong to the service; clients may not lock or list them. */
 export const RESERVED_PREFIX = 'locksmith-serve/';
+
+/**
+ * Where the service keeps its records apart from the user's locks, on the same server: the
+ * backend URL with another key prefix (`<prefix>serve:`), for the engines that publish every
+ * change of a key prefix on one channel (Redis: `<prefix>changes`). Every watcher of the
+ * user's locks (a web view's feed, a raw `/v1/events` stream, another program's
+ * `locker.watch()`) then hears nothing of the service's own writes, a marker written and
+ * removed per hold (docs/serve.md, "Design"). Undefined elsewhere: the records stay beside
+ * the locks under {@link RESERVED_PREFIX}, and watchers skip them.
+ */
+export function recordsUrl(url: string): string | undefined {
+  if (!/^(redis|rediss|redis-sentinel):\/\//i.test(url)) return undefined;
+  // Only the query is touched: a host list (`s1:26379,s2:26379`) is no WHATWG URL host.
+  const at = url.indexOf('?');
+  const query = new URLSearchParams(at < 0 ? '' : url.slice(at + 1));
+  // The backend's default prefix (docs/backends/redis.md); a key of the records never matches
+  // the user's listing pattern `<prefix>{…`, since `serve:` follows the prefix instead of `{`.
+  query.set('prefix', `${query.get('prefix') ?? 'locksmith:'}serve:`);
+  return `${at < 0 ? url : url.slice(0, at)}?${query.toString()}`;
+}
+
+/**
+ * One backend for the service's sessions: the calls on a record (a lock id under
+ * {@link RESERVED_PREFIX}) go to `records`, every other call (the holds' own grants, which
+ * sessions extend and release) to `locks`. Its `close` closes neither: their lockers own them.
+ */
+export function routedBackend(locks: Backend, records: Backend): Backend {
+  const to = (lockId: string): Backend => (lockId.startsWith(RESERVED_PREFIX) ? records : locks);
+  return {
+    name: locks.name,
+    capabilities: locks.capabilities,
+    tryAcquire: (req) => to(req.lockId).tryAcquire(req),
+    waitForChange: (lockId, ticket, signal) => to(lockId).waitForChange(lockId, ticket, signal),
+    cancel: (req, ticket) => to(req.lockId).cancel(req, ticket),
+    extend: (grant, ttlMs) => to(grant.lockId).extend(grant, ttlMs),
+    release: (grant) => to(grant.lockId).release(grant),
+    inspect: (lockId) => to(lockId).inspect(lockId),
+    // Both are the same engine: both list, or neither does (the locker then says so).
+    ...(locks.list && records.list ? { list: (req: ListRequest) => listOf(to(req.prefix), req) } : {}),
+    close: async () => undefined,
+  };
+}
+
+async function listOf(backend: Backend, req: ListRequest): ReturnType<NonNullable<Backend['list']>> {
+  const page = await backend.list?.(req);
+  if (page === undefined) throw new InvalidArgumentError('prefix', `${backend.name} cannot list locks`);
+  return page;
+}
 
 /** Random bytes drawn 4 KiB at a time: each draw is a system call, and ids are made per request. */
 const POOL_BYTES = 4096;

@@ -199,7 +199,7 @@ h2{font-size:1.15em;margin:.2em 0 .5em}h3{font-size:1em;margin:1em 0 .3em}
     const rows = document.createElement('tbody');
     for (const e of [...hist.handoffs].reverse()) rows.appendChild(row([['time', clock(e.at)], ['event', e.type], ['holder', e.holder], ['token', e.token || '-']]));
     $('lv-handoffs').replaceChild(rows, $('lv-handoffs').tBodies[0]);
-    $('lv-since').textContent = '(seen by this replica since ' + clock(hist.since) + ')';
+    $('lv-since').textContent = '(seen by this replica since ' + clock(hist.since) + '; each replica keeps its own)';
     tick();
   }
   window.onhashchange = showLock;

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLocker, type Locker } from '../../src/index.js';
 import { buildServer, type ServeOptions } from '../../src/serve/app.js';
+import { recordsUrl } from '../../src/serve/records.js';
 
 /** A running service. */
 export interface Service {
@@ -23,14 +24,17 @@ export function fileUrl(): string {
 /** Start the service over `url` on 127.0.0.1:0. */
 export async function startService(url: string, options: Omit<ServeOptions, 'locker'> = {}): Promise<Service> {
   const locker = createLocker(url, { name: 'serve-test' });
-  const app = await buildServer({ insecure: options.tokens === undefined, ...options, locker });
+  // As the CLI does: the records apart from the locks where the engine allows (records.ts).
+  const at = recordsUrl(url);
+  const records = at === undefined ? undefined : createLocker(at, { name: 'serve-test' });
+  const app = await buildServer({ insecure: options.tokens === undefined, ...(records ? { records } : {}), ...options, locker });
   const address = await app.listen({ host: '127.0.0.1', port: 0 });
   return {
     base: address,
     locker,
     close: async () => {
       await app.close();
-      await locker.close();
+      await Promise.all([locker.close(), records?.close()]);
     },
   };
 }
