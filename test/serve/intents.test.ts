@@ -7,6 +7,8 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { startRedis } from '../../scripts/servers/redis.js';
+import { createLocker } from '../../src/index.js';
+import { recordsUrl } from '../../src/serve/records.js';
 import { eventually, useServer } from '../helpers.js';
 import { spawnService } from './process.js';
 import { call, client, startService } from './service.js';
@@ -14,10 +16,15 @@ import { call, client, startService } from './service.js';
 const T = { timeout: 120_000 };
 const redis = await useServer(() => startRedis());
 const b = await startService(redis.url);
-after(() => b.close());
+/** Where the service keeps its records (records.ts: on Redis, under their own key prefix). */
+const records = createLocker(recordsUrl(redis.url) ?? redis.url);
+after(async () => {
+  await b.close();
+  await records.close();
+});
 
 /** The holders of the session's index beyond its record and the record's own marker. */
-const markers = async (session: string): Promise<number> => (await b.locker.inspect(`locksmith-serve/i/${session}`)).holders.length - 2;
+const markers = async (session: string): Promise<number> => (await records.inspect(`locksmith-serve/i/${session}`)).holders.length - 2;
 
 test('a kill -9 right after an acquire and a hand-off were answered: the other replica keeps, extends and releases both', T, async () => {
   const a = await spawnService(redis.url);
@@ -79,7 +86,7 @@ test('a hold kept past a second gets its full marker: broken, it is reported los
     const held = await viaC.acquire('intents/kept', { session: s });
     const index = `locksmith-serve/i/${s}`;
     const full = async (): Promise<boolean> =>
-      (await b.locker.inspect(index)).holders.some((h) => h.identity?.meta?.l === 'intents/kept' && h.identity.meta.t === held.body.token);
+      (await records.inspect(index)).holders.some((h) => h.identity?.meta?.l === 'intents/kept' && h.identity.meta.t === held.body.token);
     await eventually('the full marker is written', full);
     await eventually('the intent is removed', async () => (await markers(s)) === 1);
     assert.equal((await call(b.base, 'POST', '/v1/locks/intents%2Fkept/break', { reason: 'test' })).status, 200);
