@@ -4,7 +4,8 @@
  * library on ioredis against the same server in the same run, ratios against the best peer.
  * Idle cost of waiters = commands clients send per second, counted with MONITOR (commands a
  * Lua script runs inside Redis are not counted). Knobs: bench/common.ts (BENCH_QUICK=1 for a
- * smoke run). See docs/benchmarks.md.
+ * smoke run). `BEFORE=<another checkout>` adds locksmith on that checkout's code (a change
+ * against the code before it, in the same run). See docs/benchmarks.md.
  */
 import { createConnection } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -117,11 +118,19 @@ async function startMonitor(url: string): Promise<{ count(): number; stop(): voi
   return { count: () => n, stop: () => void sock.destroy() };
 }
 
+/** `BEFORE=<another checkout>`: locksmith on that checkout's code too, in the same alternating rounds. */
+const before = process.env['BEFORE'];
+const beforeLocker = before ? ((await import(`${before}/src/index.ts`)) as { createLocker: typeof createLocker }).createLocker : undefined;
+
 /** Every library of the run, on the Redis at `url` (also what a forked hand-off waiter makes). */
 function contenders(url: string): Contender[] {
   const locksmith = (fair: boolean): Contender =>
     lockerContender(fair ? 'locksmith (fair)' : 'locksmith', () => createLocker(url, { ttlMs: TTL_MS }), fair);
-  return [locksmith(false), locksmith(true), redisSemaphore(url), redlock(url)];
+  const old = (fair: boolean): Contender[] =>
+    beforeLocker
+      ? [lockerContender(fair ? 'locksmith (fair, BEFORE)' : 'locksmith (BEFORE)', () => beforeLocker(url, { ttlMs: TTL_MS }), fair)]
+      : [];
+  return [locksmith(false), locksmith(true), ...old(false), ...old(true), redisSemaphore(url), redlock(url)];
 }
 
 childOrMain(contenders, async () => {

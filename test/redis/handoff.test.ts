@@ -58,12 +58,12 @@ interface Line {
   readonly woken: Promise<void>;
 }
 
-/** a holds `lockId`; b queues, subscribes, re-checks and goes to sleep until a message. */
-async function sleepingBehind(lockId: string): Promise<Line> {
+/** a holds `lockId`; b (fair unless `fair` is false) queues, subscribes, re-checks and goes to sleep until a message. */
+async function sleepingBehind(lockId: string, fair = true): Promise<Line> {
   const a = await backend();
   const b = await backend();
   const held = await grantOf(a, request(lockId));
-  const reqB = request(lockId);
+  const reqB = request(lockId, { fair });
   let ticket = await ticketOf(b, reqB);
   // The first wait subscribes and returns for a re-check; the second sleeps until a message.
   await b.waitForChange(lockId, ticket, new AbortController().signal);
@@ -91,9 +91,18 @@ after(async () => {
   await server.stop();
 });
 
-test('the head waiter holds on receipt of the hand-off message and claims its full ttl in the background', T, async () => {
+for (const fair of [true, false])
+  test(
+    `the ${fair ? 'fair' : 'non-fair'} head waiter holds on receipt of the hand-off message and claims its full ttl in the background`,
+    T,
+    async () => {
+      await holdsOnReceipt(fair);
+    },
+  );
+
+async function holdsOnReceipt(fair: boolean): Promise<void> {
   const lockId = `handoff:${randomBytes(6).toString('hex')}`;
-  const { a, b, held, reqB, ticket, woken } = await sleepingBehind(lockId);
+  const { a, b, held, reqB, ticket, woken } = await sleepingBehind(lockId, fair);
   assert.equal(await a.release(held), true);
   await woken;
   // Handed over on the server: a newcomer cannot take it before b claims it.
@@ -114,7 +123,7 @@ test('the head waiter holds on receipt of the hand-off message and claims its fu
   assert.ok((state.holders[0]?.expiresInMs ?? 0) > 5_000, 'the claim moved the expiry to the full ttl');
   assert.equal(await b.release(got), true);
   assert.equal((await a.inspect(lockId)).holders.length, 0);
-});
+}
 
 test('a claim of a hand-off that is gone fails, and the grant held on receipt is then lost', T, async () => {
   const lockId = `handoff-gone:${randomBytes(6).toString('hex')}`;
@@ -277,16 +286,29 @@ test("a releaser's next acquire lets the waiter of its process it woke go first 
   }
 });
 
-test('non-fair waiters are woken, not handed the lock', T, async () => {
-  const lockId = `no-handoff:${randomBytes(6).toString('hex')}`;
+test('a non-fair mutex waiter is handed the lock by the release too: a newcomer cannot take it in between', T, async () => {
+  const lockId = `nonfair-handoff:${randomBytes(6).toString('hex')}`;
   const a = await backend();
   const b = await backend();
   const held = await grantOf(a, request(lockId, { fair: false }));
   const reqB = request(lockId, { fair: false });
-  await ticketOf(b, reqB);
+  const ticket = await ticketOf(b, reqB);
+  assert.equal(await a.release(held), true);
+  assert.equal((await a.inspect(lockId)).holders[0]?.ownerId, reqB.ownerId);
+  const newcomer = await a.tryAcquire(request(lockId, { fair: false, wait: false }));
+  assert.equal(newcomer.granted, false);
+  const got = await grantOf(b, { ...reqB, ticket });
+  assert.equal(await b.release(got), true);
+});
+
+test('a non-fair reader is woken, not handed the lock (a newcomer may take it first)', T, async () => {
+  const lockId = `nonfair-reader:${randomBytes(6).toString('hex')}`;
+  const a = await backend();
+  const b = await backend();
+  const held = await grantOf(a, request(lockId, { kind: 'write', fair: false }));
+  await ticketOf(b, request(lockId, { kind: 'read', fair: false }));
   assert.equal(await a.release(held), true);
   assert.equal((await a.inspect(lockId)).holders.length, 0);
-  // A newcomer may take it first (no fairness promised).
-  const newcomer = await grantOf(a, request(lockId, { fair: false, wait: false }));
+  const newcomer = await grantOf(a, request(lockId, { kind: 'write', fair: false, wait: false }));
   await a.release(newcomer);
 });

@@ -1,7 +1,7 @@
 /**
- * A release whose reply names a waiter of its own process wakes that waiter itself, after
- * `release()` resolved, instead of leaving it to the pub/sub message alone
- * (docs/backends/redis.md, "Waiting by notification"). Here the waiter's subscriber never
+ * A release whose reply is the message it sent a waiter of its own process delivers it to that
+ * waiter itself, once `release()` resolved, instead of leaving it to the pub/sub message alone
+ * (docs/backends/redis.md, "Waiting by notification"): a wake-up, or a hand-off held on receipt. Here the waiter's subscriber never
  * delivers a message, so only that wake-up can end its wait before its next scheduled re-check.
  */
 import assert from 'node:assert/strict';
@@ -50,8 +50,18 @@ function locker(client: RedisClientLike | string): Locker {
   return l;
 }
 
-test('a non-fair waiter of the releasing process gets the lock without its message', { timeout: 30_000 }, async () => {
-  const lockId = `local-wake:${randomBytes(6).toString('hex')}`;
+for (const fair of [false, true])
+  test(
+    `a ${fair ? 'fair' : 'non-fair'} waiter of the releasing process gets the lock without its message`,
+    { timeout: 30_000 },
+    async () => {
+      await withoutMessage(fair);
+    },
+  );
+
+/** A waiter whose subscriber never delivers a message, behind a holder of the same process. */
+async function withoutMessage(fair: boolean): Promise<void> {
+  const lockId = `local-wake:${fair ? 'f' : 'n'}:${randomBytes(6).toString('hex')}`;
   const commands = new Redis(server.url);
   const waiter = locker({
     evalsha: (sha, n, ...args) => commands.evalsha(sha, n, ...args),
@@ -65,13 +75,13 @@ test('a non-fair waiter of the releasing process gets the lock without its messa
   const other = await holder.lock(`${lockId}:other`);
   await assert.rejects(waiter.lock(`${lockId}:other`, { timeoutMs: 100 }), LockTimeoutError);
   await other.release();
-  const held = await holder.lock(lockId);
+  const held = await holder.lock(lockId, { fair });
   const waiting = waitingOn(waiter, lockId);
   // With a 30 s ttl the waiter's next re-check of its own is 10 s away: past this bound.
-  const p = waiter.lock(lockId, { timeoutMs: 5_000 });
+  const p = waiter.lock(lockId, { timeoutMs: 5_000, fair });
   await waiting;
   await held.release();
   const got = await p;
   assert.equal(got.held, true);
   await got.release();
-});
+}

@@ -69,13 +69,12 @@ export class InboxDirectory {
   }
 
   /**
-   * A release's reply named `waiterId` (on `channel`) as the waiter it messaged: when that
-   * waiter waits here for a plain wake-up, wake it now instead of when the message, which
-   * passes through the server's pub/sub, arrives. A waiter that may be handed the lock (a
-   * fair exclusive one) waits for the message, which carries the hand-off.
+   * A release's reply is the message it sent a waiter (on `channel`, its id first): when that
+   * waiter waits here, take the reply as its message now instead of when the message, which
+   * passes through the server's pub/sub, arrives (a hand-off held on receipt, or a wake-up).
    */
-  wake(channel: string, waiterId: string, sentAt: number): void {
-    this.#inboxes.get(channel)?.wakeLocal(waiterId, sentAt);
+  wake(channel: string, message: string, sentAt: number): void {
+    this.#inboxes.get(channel)?.deliver(message, sentAt);
   }
 
   /** List `inbox` under `channel`. */
@@ -114,8 +113,6 @@ export class Inbox {
   readonly #recheck = new Map<string, { readonly at: number; readonly seen: number }>();
   /** Waiter ids of acquisitions in this client that may still wait (their wake-ups are kept). */
   readonly #localIds = new Set<string>();
-  /** Those of them whose last attempt may be handed the lock (woken only by their message). */
-  readonly #handOffIds = new Set<string>();
   readonly #sleepers = new Set<Sleeper>();
   #healthTimer: NodeJS.Timeout | undefined;
   #healthInFlight = false;
@@ -163,38 +160,30 @@ export class Inbox {
     });
   }
 
-  /**
-   * Note the inbox state before an attempt of `waiterId` is sent; `handOff`: a release may hand
-   * this attempt the lock (its wake-up then must come from the message, which carries the grant).
-   */
-  mark(waiterId: string, handOff = false): InboxMark {
-    if (waiterId !== '') {
-      this.#localIds.add(waiterId);
-      if (handOff) this.#handOffIds.add(waiterId);
-      else if (this.#handOffIds.size > 0) this.#handOffIds.delete(waiterId);
-    }
+  /** Note the inbox state before an attempt of `waiterId` is sent. */
+  mark(waiterId: string): InboxMark {
+    if (waiterId !== '') this.#localIds.add(waiterId);
     return { epoch: this.#epoch, seen: this.#received };
   }
 
   /**
-   * A release of this process, sent at `sentAt`, messaged `waiterId` (see
-   * {@link InboxDirectory.wake}): a wake-up like the message's, sooner; none when the message
-   * was heard already. The message still counts when it comes (a spare re-check at worst), and
-   * releases waiting until it is heard still wait for it.
+   * A release of this process, sent at `sentAt`, sent `message` to one of this inbox's waiters
+   * and had it back as its reply (see {@link InboxDirectory.wake}): take it as that message,
+   * sooner; not when the message was heard already. The message still counts when it comes
+   * (a spare re-check at worst; a waiter that held on receipt has forgotten its id by then).
    */
-  wakeLocal(waiterId: string, sentAt: number): void {
-    if (!this.#localIds.has(waiterId) || this.#handOffIds.has(waiterId)) return;
+  deliver(message: string, sentAt: number): void {
+    const bar = message.indexOf('|');
+    const waiterId = bar < 0 ? message : message.slice(0, bar);
+    if (!this.#localIds.has(waiterId)) return;
     if ((this.#heardAt.get(waiterId) ?? -Infinity) >= sentAt) return;
-    this.#received += 1;
-    this.#wokenAt.set(waiterId, this.#received);
-    for (const s of [...this.#sleepers]) if (s.waiterId === waiterId) s.wake();
+    this.#onMessage(message);
   }
 
   /** The acquisition of `waiterId` ended: drop its wake-up state. */
   forget(waiterId: string): void {
     if (waiterId === '') return;
     this.#localIds.delete(waiterId);
-    this.#handOffIds.delete(waiterId);
     this.#wokenAt.delete(waiterId);
     this.#handed.delete(waiterId);
     this.#recheck.delete(waiterId);
@@ -267,7 +256,6 @@ export class Inbox {
     this.#healthTimer = undefined;
     for (const s of [...this.#sleepers]) s.wake();
     this.#localIds.clear();
-    this.#handOffIds.clear();
     this.#wokenAt.clear();
     this.#handed.clear();
     this.#recheck.clear();

@@ -30,7 +30,8 @@ import type { ListPage, ListRequest } from '../../backend.js';
 import { redisChanges } from './changes.js';
 import { closeClient, type RedisClientLike } from '../redis-wire/clients.js';
 import { RedisCommands } from '../redis-wire/commands.js';
-import { Inbox, InboxDirectory, type InboxMark } from '../redis-wire/inbox.js';
+import { Inbox, InboxDirectory } from '../redis-wire/inbox.js';
+import type { RedisBackendOptions, RedisGrantData, RedisTicket } from './types.js';
 import { LockKeyCache, keyBase, whoRecord } from '../redis-wire/keys.js';
 import { Secrets } from '../redis-wire/secrets.js';
 import type { Scan } from '../redis-wire/scan.js';
@@ -40,32 +41,7 @@ import { ACQUIRE, CANCEL, CLAIM, CLAIM_MS, EXTEND, FORCE, INSPECT, RELEASE, UNDO
 
 const log = backendLog('redis');
 
-/** Options of {@link RedisBackend}. */
-export interface RedisBackendOptions {
-  /** Prefix of every key and channel. @default 'locksmith:' */
-  readonly prefix?: string;
-  /** Bound on one command (script) round trip before `BackendUnavailableError`. @default 5000 */
-  readonly commandTimeoutMs?: number;
-  /**
-   * While anybody waits, the subscriber connection is pinged this often; a failed ping wakes
-   * every waiter for a re-check, so a lost notification costs at most about this long.
-   * @default 250
-   */
-  readonly healthCheckMs?: number;
-  /** Quit `client` on `close()` (set when the backend created it from a URL). @default false */
-  readonly ownsClient?: boolean;
-  /** Label used in error messages (the redacted URL). */
-  readonly label?: string;
-  /** Secrets (the URL's password) that must never appear in an error message. */
-  readonly secrets?: readonly string[];
-  /**
-   * Where this backend lists its inbox, and where its releases look for the waiter they
-   * messaged: this backend's next acquire of that lock waits until a listed waiter heard its
-   * message (docs/backends/redis.md, "Waiting by notification"); the release itself does not.
-   * @default `InboxDirectory.process`, shared by every backend of this process
-   */
-  readonly inboxes?: InboxDirectory;
-}
+export type { RedisBackendOptions, RedisGrantData, RedisTicket } from './types.js';
 
 /**
  * Clock-rate allowance on a hand-off's proof (the locker's default `driftFactor`): the proof
@@ -76,33 +52,6 @@ const PROOF_DRIFT = 0.01;
 
 /** How long an acquire waits for the wake-up of a waiter of this process that a release of this backend messaged. */
 const HEAR_CAP_MS = 25;
-
-/** The queue position of a waiting acquisition and the wake-up state it saw. */
-export interface RedisTicket {
-  readonly waiterId: string;
-  /** ms until the earliest holder or queue entry runs out (-1: none). */
-  readonly hintMs: number;
-  /** Longest wait without a message: the waiter refreshes its queue entry at least this often. */
-  readonly capMs: number;
-  readonly mark: InboxMark;
-  /** Local monotonic time the attempt was sent, and the server time (ms) it was answered at. */
-  readonly sentAt: number;
-  readonly serverMs: number;
-  /**
-   * The attempt's random secret, stored in its queue entry: a release that hands this waiter
-   * the lock puts it in the message ('' when the request cannot be handed the lock).
-   */
-  readonly secret: string;
-  /** The lock's last fencing token when the attempt was answered: a hand-off is above it. */
-  readonly lastToken: bigint;
-  /** The attempt's round trip (ms): what a claim of a hand-off is expected to take. */
-  readonly rttMs: number;
-}
-
-/** What the backend keeps in `Grant.data`: the hash field of the hold. */
-export interface RedisGrantData {
-  readonly field: string;
-}
 
 const KIND_LETTER: Readonly<Record<LockKind, string>> = { mutex: 'm', read: 'r', write: 'w', semaphore: 's' };
 
@@ -217,8 +166,9 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     const waiterId = this.#waiterId(req);
     // Note what the inbox delivered BEFORE the attempt is sent: a wake-up after this point is
     // seen by waitForChange, so a release between the attempt and the wait is not lost.
-    const secret = req.wait && req.fair && (req.kind === 'mutex' || req.kind === 'write') ? this.#secrets.next() : '';
-    const mark = this.#inbox.mark(waiterId, secret !== '');
+    // Any waiting mutex/write attempt may be handed the lock by a release, fair or not.
+    const secret = req.wait && (req.kind === 'mutex' || req.kind === 'write') ? this.#secrets.next() : '';
+    const mark = this.#inbox.mark(waiterId);
     const capMs = Math.max(10, Math.floor(Math.min(req.ttlMs, MAX_WAITER_PERIOD_MS) / 3));
     const sentAt = performance.now();
     let reply: unknown;
@@ -407,22 +357,24 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     ]);
     if (typeof ok !== 'string') return ok === 1;
     this.#contention.saw(grant.lockId);
-    // The release messaged waiter `ok`. It returns now (one round trip); when that waiter is
-    // in this process, this backend's next acquire of the lock waits for its wake-up instead
+    // The release messaged a waiter; the reply is that message (the waiter id first). It
+    // returns now (one round trip); when that waiter is in this process, its inbox takes the
+    // reply as the message, and this backend's next acquire of the lock waits for that
     // (docs/backends/redis.md, "Waiting by notification").
-    const channel = `${this.#inboxPrefix}${ok.slice(0, ok.indexOf('.'))}`;
-    // A waiter of this process for a plain wake-up re-attempts in the check phase, once this
-    // release() resolved, not once the message came through pub/sub (docs/backends/redis.md,
-    // "Waiting by notification").
-    setImmediate(() => this.#inboxes.wake(channel, ok, sentAt));
-    const heard = this.#inboxes.heard(channel, ok, sentAt, HEAR_CAP_MS);
-    if (heard) {
-      const lockId = grant.lockId;
-      this.#waking.set(lockId, heard);
-      void heard.then(() => {
-        if (this.#waking.get(lockId) === heard) this.#waking.delete(lockId);
-      });
-    }
+    const bar = ok.indexOf('|');
+    const waiterId = bar < 0 ? ok : ok.slice(0, bar);
+    const channel = `${this.#inboxPrefix}${waiterId.slice(0, waiterId.indexOf('.'))}`;
+    const heard = this.#inboxes.heard(channel, waiterId, sentAt, HEAR_CAP_MS);
+    if (!heard) return true;
+    // Delivered once the caller's code after `await release()` ran (a tick runs after the
+    // microtasks), before any I/O or timer: ahead of the pub/sub message, which Redis writes
+    // after this reply and which is read in a later poll phase.
+    process.nextTick(() => this.#inboxes.wake(channel, ok, sentAt));
+    const lockId = grant.lockId;
+    this.#waking.set(lockId, heard);
+    void heard.then(() => {
+      if (this.#waking.get(lockId) === heard) this.#waking.delete(lockId);
+    });
     return true;
   }
 

@@ -39,10 +39,12 @@
  * and a waiter id is `<client id>.<n>`. A state change that lets the queue head go
  * publishes the head's id to the head's client only: one release wakes one waiter in one
  * process, never the queue (no herd, not even a fan-out of messages). When the head is a
- * fair mutex/write waiter and the lock is free, the release grants it on the spot, as a
+ * mutex/write waiter (fair or not) and the lock is free, the release grants it on the spot, as a
  * hand-off within a short claim window; the message carries the grant, so the head holds on
  * receipt and claims it in the background (CLAIM, one round trip off the critical path). A
- * head that vanished is skipped when the window ends, not after a whole ttl.
+ * head that vanished is skipped when the window ends, not after a whole ttl. The release's
+ * reply is the message it sent, so the releasing client delivers it at once to a waiter of
+ * its own process.
  *
  * Watchers: every script that writes or removes a hold or a queue entry also publishes the
  * lock's key base on `<prefix>changes` (`changed()` in prelude-handoff.lua; see
@@ -60,7 +62,7 @@ import { loadScript, luaFile } from '../redis-wire/lua.js';
 export type { LuaScript } from '../redis-wire/lua.js';
 
 /**
- * How long a fair hand-off waits for its head to claim it (at most the head's ttl): the
+ * How long a hand-off waits for its head to claim it (at most the head's ttl): the
  * `CLAIM_MS` of `prelude-handoff.lua`, read from there so the two cannot disagree.
  */
 export const CLAIM_MS = claimMs(luaFile('prelude-handoff'));
@@ -110,9 +112,10 @@ export const CLAIM = loadScript('claim');
 
 /**
  * Release one hold (one level of re-entry): compare-and-delete, then hand the lock to the
- * fair head waiter or wake the head. KEYS: h x t q qx qw qs. ARGV: field, kind letter, token, inbox prefix.
- * Returns 1 when it was held, the waiter id when it was held and that waiter was messaged
- * (handed the lock or woken), 0 when not (expired, taken over, already released).
+ * mutex/write head waiter or wake the head. KEYS: h x t q qx qw qs. ARGV: field, kind letter, token, inbox prefix.
+ * Returns 1 when it was held, the message sent to the waiter it messaged (handed the lock or
+ * woken; the waiter id first, `|token|expiresAt|secret` after it for a hand-off) when it was
+ * held and a waiter was messaged, 0 when not (expired, taken over, already released).
  */
 export const RELEASE = loadScript('release');
 

@@ -40,14 +40,15 @@ local function take_handoff(h, x, t, field, kind, count, token, exp, ttl, delay,
   if now + ttl > exp then exp = now + ttl end
   put_hold(h, x, t, field, pack(kind, count, token, exp, delay, '', rest), exp + delay)
 end
--- After a hold ended: hand the lock to a fair exclusive head waiter when nobody else holds,
--- else wake the head. A hand-off is a hold the head must claim (CLAIM, or its next attempt)
+-- After a hold ended: hand the lock to an exclusive (mutex/write) head waiter that sent a
+-- secret (fair or not) when nobody else holds, else wake the head. A hand-off is a hold the head must claim (CLAIM, or its next attempt)
 -- within CLAIM_MS: a head that vanished is skipped within that bound (plus its lockDelay, as
 -- it may have held on receipt), not a whole ttl. Its message carries the token, the end of
 -- that window and the secret of the head's last attempt (read here, never sent by anyone
 -- else), so the head may hold on receipt. The next in line is told when to re-check.
--- Call it only when the queue key exists. Returns the id of the waiter it woke or handed the
--- lock to, or false.
+-- Call it only when the queue key exists. Returns the message it sent the waiter it woke or
+-- handed the lock to (its id first), or false: the releaser's client delivers it at once to a
+-- waiter of its own process (docs/backends/redis.md, "Waiting by notification").
 local CLAIM_MS = 2000
 local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us, free)
   purge_queue(q, qx, qw, now)
@@ -58,8 +59,9 @@ local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us, free)
   local rec = redis.call('HMGET', qw, nxt, '\0' .. nxt)
   local info = rec[1]
   if info and (free or redis.call('EXISTS', h) == 0) then
-    local k, f, ttl, dl, secret, owner = string.match(info, '^(%a)(%d)|(%d+)|(%d+)|([^|]*)|(.*)$')
-    if f == '1' and (k == 'm' or k == 'w') and secret ~= '' then
+    -- The fair flag (and a semaphore's weight) after the kind letter do not matter here.
+    local k, ttl, dl, secret, owner = string.match(info, '^(%a)%d+|(%d+)|(%d+)|([^|]*)|(.*)$')
+    if (k == 'm' or k == 'w') and secret ~= '' then
       local claim = tonumber(ttl)
       if claim > CLAIM_MS then claim = CLAIM_MS end
       local delay = tonumber(dl)
@@ -74,8 +76,9 @@ local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us, free)
       -- Redis writes the last reply queued first: the head's message goes out before the notice.
       local second = two[2]
       if second then notify(inbox, second, second .. '|next|' .. fmt(free_at - now)) end
-      notify(inbox, nxt, nxt .. '|' .. tok .. '|' .. fmt(at) .. '|' .. secret)
-      return nxt
+      local msg = nxt .. '|' .. tok .. '|' .. fmt(at) .. '|' .. secret
+      notify(inbox, nxt, msg)
+      return msg
     end
   end
   notify(inbox, nxt, nxt)
