@@ -9,6 +9,8 @@ import type { AcquireRequest, AcquireResult, Backend, Grant, LockKind } from '..
 import { LockTimeoutError, UnsupportedError } from '../errors.js';
 import { BoundedMap } from '../util/bounded-map.js';
 import { raceAbort } from '../util/time.js';
+import { holdOf, type Lasting } from './intents.js';
+import { Later } from './later.js';
 import { encodeIdentity, randomId } from './records.js';
 import { leaseOf, noSession, ServeError, type HoldInfo, type SessionInfo, type Sessions } from './sessions.js';
 
@@ -29,7 +31,15 @@ export interface AcquireInput {
    * form `Election.leader()` reads (docs/serve.md, "Elections").
    */
   readonly participant?: string;
+  /**
+   * Whether the client went away, for a one-shot attempt passed {@link NEVER_ABORTED} instead
+   * of a signal of its own (an AbortController per request cost more than the attempt's checks).
+   */
+  readonly clientGone?: () => boolean;
 }
+
+/** The signal of attempts nobody aborts: a one-shot attempt's (its client checked by `clientGone`). */
+export const NEVER_ABORTED: AbortSignal = new AbortController().signal;
 
 /** What a granted acquire answers. */
 export interface GrantView {
@@ -44,7 +54,13 @@ export interface GrantView {
 
 /** How often a long poll looks whether its session is still alive (ms, at most). */
 const SESSION_CHECK_MS = 1_000;
-/** How many granted holds a replica remembers (Holds.#granted: a saving, never needed). */
+/**
+ * A hold granted under an intent gets its full marker after this long (a quarter of the
+ * shortest session ttl), so that a loss is reported by any replica's keepalive; most holds
+ * are released before (ms).
+ */
+const WRITE_DOWN_MS = 250;
+/** How many granted holds a replica remembers (Holds.#granted: a saving, and the holds to write down; past it a hold is not written down). */
 const MAX_GRANTED = 100_000;
 
 /** Acquisitions of sessions, with the per-replica bookkeeping of waits and retried requests. */
@@ -54,8 +70,10 @@ export class Holds {
   readonly #maxWaits: number;
   /** Waits in flight per session, on this replica. */
   readonly #waits = new Map<string, number>();
-  /** The holds this replica granted, by session, lock and token: released in one round trip. */
-  readonly #granted = new BoundedMap<string, HoldInfo>(MAX_GRANTED);
+  /** The holds this replica granted, by session, lock and token (and the intent they use): released in one round trip. */
+  readonly #granted = new BoundedMap<string, Granted>(MAX_GRANTED);
+  /** The holds granted under an intent, to be written down (#writeDown). */
+  readonly #writeDowns = new Later(WRITE_DOWN_MS);
   /** Acquisitions in flight by `session/requestId`: a retry joins the first. */
   readonly #inflight = new Map<string, Promise<GrantView>>();
 
@@ -98,17 +116,31 @@ export class Holds {
     this.#granted.delete(key);
     this.#sessions.changed(session);
     if (mine !== undefined) {
-      const [released, forgot] = await Promise.allSettled([this.#backend.release(mine.grant), this.#sessions.forget(mine)]);
-      if (released.status === 'rejected') throw released.reason;
-      if (forgot.status === 'rejected') throw forgot.reason;
-      if (released.value) return true;
+      if (await this.#released(session, mine)) return true;
       // No longer held (its lease ended): the answer is the session's, as below.
       await reader();
       return false;
     }
     const [, hold] = await this.#find(session, lockId, token, reader());
-    const [released] = await Promise.all([this.#backend.release(hold.grant), this.#sessions.forget(hold)]);
-    return released;
+    return this.#released(session, hold);
+  }
+
+  /**
+   * Release a hold and remove its full marker with it (left behind, it would report the hold
+   * as lost). A hold read back from an intent leaves the intent to the replica that wrote it,
+   * which removes it once unused (intents.ts); a release that failed keeps it in use, so the
+   * hold stays renewed.
+   */
+  async #released(session: string, hold: Granted): Promise<boolean> {
+    if (hold.intent === true) {
+      const released = await this.#backend.release(hold.grant);
+      if (hold.lasting !== undefined) this.#sessions.done(session, hold.lockId, hold.lasting);
+      return released;
+    }
+    const [released, forgot] = await Promise.allSettled([this.#backend.release(hold.grant), this.#sessions.forget(hold)]);
+    if (released.status === 'rejected') throw released.reason;
+    if (forgot.status === 'rejected') throw forgot.reason;
+    return released.value;
   }
 
   /** Extend the session's hold of `lockId` by the session's ttl (a keepalive does it for all). */
@@ -128,7 +160,7 @@ export class Holds {
     const read = reading ?? this.#sessions.get(session);
     if (this.#sessions.indexed) {
       const info = await read;
-      const hold = info.holds?.find((h) => h.lockId === lockId && h.token === token);
+      const hold = (await this.#sessions.resolve(info, lockId)).held.find((h) => h.lockId === lockId && h.token === token);
       if (!hold) throw notHeld(session, lockId, token);
       return [info, hold];
     }
@@ -148,7 +180,8 @@ export class Holds {
     read?.catch(() => undefined); // awaited below, or by the first attempt when it goes out early
     const session = early ?? (await (read as Promise<SessionInfo>));
     if (input.requestId !== undefined) {
-      const holds = session.holds ?? (await this.#sessions.holds(session.id));
+      const holds =
+        session.holds === undefined ? await this.#sessions.holds(session.id) : (await this.#sessions.resolve(session, input.lockId)).held;
       const earlier = holds.find((h) => h.requestId === input.requestId && h.lockId === input.lockId);
       if (earlier) return view(session, earlier.grant, input.requestId);
     }
@@ -159,20 +192,18 @@ export class Holds {
     }
     this.#waits.set(session.id, waits + 1);
     try {
-      const grant = await this.#wait(session, input, signal, early === undefined ? undefined : read);
-      if (signal.aborted) {
-        // Granted as the client went away: nobody would know of this hold, so give it back.
-        await this.#backend.release(grant).catch(() => undefined);
-        throw signal.reason;
-      }
-      let hold: HoldInfo;
-      try {
-        hold = await this.#sessions.remember(session, grant, input.requestId);
-      } catch (err) {
-        await this.#backend.release(grant).catch(() => undefined);
+      const req = request(session, input, signal);
+      // The intent goes out beside the first attempt, or is reused: no marker write after the grant (intents.ts).
+      const lasting = this.#sessions.intends(input.kind) ? this.#sessions.use(session.id, input.lockId) : undefined;
+      lasting?.marker.catch(() => undefined); // awaited below, whatever the wait's outcome
+      const grant = await this.#wait(session, input, req, early === undefined ? undefined : read).catch((err: unknown) => {
+        if (lasting !== undefined) this.#sessions.done(session.id, input.lockId, lasting);
         throw err;
-      }
-      this.#granted.set(holdKey(session.id, grant.lockId, grant.token), hold);
+      });
+      const hold = await this.#marked(session, grant, input, lasting, signal);
+      const key = holdKey(session.id, grant.lockId, grant.token);
+      this.#granted.set(key, hold);
+      if (hold.intent === true) this.#writeDowns.add(() => void this.#writeDown(key, session, hold).catch(() => undefined));
       this.#sessions.changed(session.id);
       return view(session, grant, input.requestId);
     } finally {
@@ -180,6 +211,44 @@ export class Holds {
       if (left > 0) this.#waits.set(session.id, left);
       else this.#waits.delete(session.id);
     }
+  }
+
+  /** The granted hold with its marker: the intent written beside the attempts, else a marker written now. */
+  async #marked(
+    session: SessionInfo,
+    grant: Grant,
+    input: AcquireInput,
+    lasting: Lasting | undefined,
+    signal: AbortSignal,
+  ): Promise<Granted> {
+    try {
+      // Granted as the client went away: nobody would know of this hold, so give it back.
+      signal.throwIfAborted();
+      if (input.clientGone?.() === true) throw new ServeError(499, 'CLIENT_GONE', 'the client went away');
+      if (lasting === undefined) return await this.#sessions.remember(session, grant, input.requestId);
+      return { ...holdOf(await lasting.marker, grant), lasting };
+    } catch (err) {
+      await this.#backend.release(grant).catch(() => undefined);
+      if (lasting !== undefined) this.#sessions.done(session.id, grant.lockId, lasting);
+      throw err;
+    }
+  }
+
+  /**
+   * A hold still held here WRITE_DOWN_MS after its grant gets its full marker (intents.ts): from then on
+   * any replica's keepalive reports it lost when it is broken or ends, and its intent may go.
+   * A hold released through this replica meanwhile gets none, or has it removed.
+   */
+  async #writeDown(key: string, session: SessionInfo, hold: Granted): Promise<void> {
+    if (this.#granted.get(key) !== hold) return;
+    const full = await this.#sessions.remember(session, hold.grant, hold.requestId);
+    if (this.#granted.get(key) !== hold) {
+      await this.#sessions.forget(full);
+      return;
+    }
+    // The full marker stands for the hold now: the intent is no longer needed for it.
+    this.#granted.set(key, full);
+    if (hold.lasting !== undefined) this.#sessions.done(session.id, hold.lockId, hold.lasting);
   }
 
   #checkCapabilities(input: AcquireInput): void {
@@ -191,11 +260,12 @@ export class Holds {
   }
 
   /** The long poll: attempts until granted, `waitMs` passed, the client left or the session ended. */
-  async #wait(session: SessionInfo, input: AcquireInput, signal: AbortSignal, pending?: Promise<SessionInfo>): Promise<Grant> {
+  async #wait(session: SessionInfo, input: AcquireInput, first: AcquireRequest, pending?: Promise<SessionInfo>): Promise<Grant> {
     const deadline = performance.now() + input.waitMs;
     const checkEvery = Math.min(SESSION_CHECK_MS, session.ttlMs / 2);
+    const signal = first.signal;
     let checked = performance.now();
-    let req = request(session, input, signal);
+    let req = first;
     try {
       for (;;) {
         signal.throwIfAborted();
@@ -219,8 +289,9 @@ export class Holds {
         }
       }
     } catch (err) {
-      // A wait given up leaves no queue entry or hold behind (the attempt's reply may have been lost).
-      await this.#backend.cancel(req, req.ticket).catch(() => undefined);
+      // A wait given up leaves no queue entry or hold behind (the attempt's reply may have been
+      // lost); a single soft attempt that was answered "refused" left nothing to cancel.
+      if (req.wait || !(err instanceof LockTimeoutError)) await this.#backend.cancel(req, req.ticket).catch(() => undefined);
       if (err instanceof ServeError && err.code === 'SESSION_NOT_FOUND') throw noSession(session.id);
       throw err;
     }
@@ -236,6 +307,9 @@ export class Holds {
     }
   }
 }
+
+/** A hold this replica granted, with the intent it uses (given back when it is released here). */
+type Granted = HoldInfo & { readonly lasting?: Lasting };
 
 /** The read of a session whose first attempt went out beside it; a grant is given back when it fails. */
 async function confirmed(read: Promise<SessionInfo>, got: AcquireResult, backend: Backend): Promise<void> {
@@ -266,7 +340,8 @@ function request(session: SessionInfo, input: AcquireInput, signal: AbortSignal)
     lockId: input.lockId,
     kind: input.kind,
     permits: input.kind === 'semaphore' ? input.permits : 1,
-    ownerId: `${input.participant === undefined ? '' : `${input.participant}#`}${session.id}.${input.requestId ?? randomId(9)}`,
+    // `~` starts a random request part (never a request id's): intents.ts reads request ids back.
+    ownerId: `${input.participant === undefined ? '' : `${input.participant}#`}${session.id}.${input.requestId ?? `~${randomId(9)}`}`,
     freshOwner: true,
     ttlMs: leaseOf(session.ttlMs),
     fair: input.fair,

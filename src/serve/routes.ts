@@ -7,7 +7,7 @@ import type { LockKind } from '../backend.js';
 import type { LockInfo } from '../observe/list.js';
 import type { Locker } from '../locker.js';
 import type { JsonValue } from '../observe/identity.js';
-import type { Holds } from './holds.js';
+import { NEVER_ABORTED, type Holds } from './holds.js';
 import { RESERVED_PREFIX } from './records.js';
 import * as S from './schemas.js';
 import { ServeError, type SessionInfo, type Sessions } from './sessions.js';
@@ -87,11 +87,23 @@ export function lockRoutes(app: FastifyInstance, deps: RouteDeps): void {
     const b = request.body as { session: string; waitMs?: number; fair?: boolean; kind?: LockKind; permits?: number; requestId?: string };
     const kind = b.kind ?? 'mutex';
     if (kind === 'semaphore' && b.permits === undefined) throw new ServeError(400, 'INVALID_ARGUMENT', 'a semaphore needs permits');
-    const input = { session: b.session, lockId, waitMs: b.waitMs ?? 0, fair: b.fair ?? false, kind, permits: b.permits ?? 1 };
+    const waitMs = b.waitMs ?? 0;
+    // A one-shot attempt has no long poll to end: whether its client left is looked at once, after the grant.
+    const clientGone = (): boolean => request.raw.socket.destroyed;
+    const input = {
+      session: b.session,
+      lockId,
+      waitMs,
+      fair: b.fair ?? false,
+      kind,
+      permits: b.permits ?? 1,
+      ...(waitMs === 0 ? { clientGone } : {}),
+      ...(b.requestId === undefined ? {} : { requestId: b.requestId }),
+    };
     // A session this replica knows lets the first attempt go out beside the session's read.
     const session = (): Promise<SessionInfo> => ownSession(deps, request, b.session);
     const early = deps.sessions.known(b.session, deps.clientOf(request));
-    return deps.holds.acquire(b.requestId === undefined ? input : { ...input, requestId: b.requestId }, gone(reply), session, early);
+    return deps.holds.acquire(input, waitMs === 0 ? NEVER_ABORTED : gone(reply), session, early);
   });
   app.post('/v1/locks/:lockId/release', { schema: S.release, config: LOCK }, async (request) => {
     const lockId = checkLockId((request.params as Params).lockId);

@@ -9,10 +9,21 @@
 import { createHash } from 'node:crypto';
 import type { Backend, Grant } from '../backend.js';
 import { LocksmithError, isLocksmithError } from '../errors.js';
-import type { HolderInfo } from '../observe/list.js';
 import type { JsonValue } from '../observe/identity.js';
 import type { Locker } from '../locker.js';
 import { BoundedMap } from '../util/bounded-map.js';
+import { Intents, type Lasting } from './intents.js';
+import {
+  holdIdentity,
+  intentIdentity,
+  isRecord,
+  live,
+  liveByEnd,
+  readIndex,
+  readMarker,
+  type HoldInfo,
+  type IntentInfo,
+} from './markers.js';
 import { encodeIdentity, randomId, Records, RESERVED_PREFIX } from './records.js';
 
 /** How long a hold's marker lives before a keepalive rolls it (it is rolled at half). */
@@ -28,22 +39,15 @@ export interface SessionInfo {
   readonly meta?: { readonly [key: string]: JsonValue };
   /** The record's current holders. */
   readonly owners: readonly string[];
-  /** The session's holds, when the read that found the session had them (its index). */
+  /** The session's holds, when the read that found the session had them (its index): its full markers. */
   readonly holds?: readonly HoldInfo[];
+  /** The session's intents (intents.ts), read with `holds`: resolved into holds when needed. */
+  readonly intents?: readonly IntentInfo[];
   /** The record holder's grant, as the session's own marker keeps it: renewed in place. */
   readonly own?: HoldInfo;
 }
 
-/** One hold a session made, as its marker remembers it. */
-export interface HoldInfo {
-  readonly lockId: string;
-  readonly token: bigint;
-  readonly grant: Grant;
-  readonly requestId?: string;
-  readonly markerId: string;
-  readonly markerOwners: readonly string[];
-  readonly markerLeftMs: number | undefined;
-}
+export type { HoldInfo } from './markers.js';
 
 /** An HTTP-level error: a status and a stable code (docs/serve.md, "Errors"). */
 export class ServeError extends Error {
@@ -90,13 +94,6 @@ export function markerId(session: string, lockId: string, token: bigint): string
   return `${markerPrefix(session)}${h}`;
 }
 
-const live = (h: HolderInfo): boolean => h.expiresInMs === undefined || h.expiresInMs > 0;
-/** The live holders, the one whose lease ends first first (the one a full record's roll removes). */
-const liveByEnd = (holders: readonly HolderInfo[]): HolderInfo[] =>
-  holders.filter(live).sort((a, b) => (a.expiresInMs ?? Infinity) - (b.expiresInMs ?? Infinity));
-/** A session record's holder (its meta has the ttl as a number; a marker's `t` is a token string). */
-const isRecord = (h: HolderInfo): boolean => typeof h.identity?.meta?.t === 'number';
-
 /** Sessions and hold markers over one locker's backend. */
 export class Sessions {
   readonly #locker: Locker;
@@ -114,12 +111,22 @@ export class Sessions {
    * surely outlives a ttl, and their holds' count then (undefined once they changed here).
    */
   readonly #renewed = new BoundedMap<string, { readonly until: number; readonly holds: number | undefined }>(MAX_KNOWN);
+  readonly #intents: Intents;
 
   constructor(locker: Locker, backend: Backend) {
     this.#locker = locker;
     this.#backend = backend;
     this.#records = new Records(backend);
     this.#indexed = backend.capabilities.permits;
+    this.#intents = new Intents(backend, {
+      write: async (session, lockId) => {
+        const id = indexLock(session);
+        const marker = await this.#records.writeGrant(id, session, MARKER_TTL_MS, intentIdentity(lockId), INDEX_PERMITS);
+        if (!marker) throw new LocksmithError('BACKEND_UNAVAILABLE', `could not record the hold of '${lockId}'`);
+        return { lockId, markerId: id, markerOwners: [marker.ownerId], markerLeftMs: MARKER_TTL_MS };
+      },
+      remove: (intent) => this.forget(intent),
+    });
   }
 
   /** Whether a session's one read has its holds (an index record). */
@@ -170,10 +177,23 @@ export class Sessions {
     };
     this.#remember(info);
     if (!this.#indexed) return info;
-    const all = indexMarkers(record, holders);
+    const { holds, intents } = readIndex(record, holders);
     // The record's own marker, when it names a holder the record has (a fallback roll replaces it).
-    const own = all.find((h) => h.lockId === record && owners.includes(h.grant.ownerId));
-    return { ...info, holds: all.filter((h) => h.lockId !== record), ...(own ? { own } : {}) };
+    const own = holds.find((h) => h.lockId === record && owners.includes(h.grant.ownerId));
+    return { ...info, holds: holds.filter((h) => h.lockId !== record), intents, ...(own ? { own } : {}) };
+  }
+
+  /**
+   * The session's holds as read with it: its full markers and the holds its intents (of
+   * `lockId` only, when given) stand for, read from their locks (intents.ts); `stale`: the
+   * intents that stand for none.
+   */
+  async resolve(session: SessionInfo, lockId?: string): Promise<{ held: HoldInfo[]; stale: IntentInfo[] }> {
+    const intents = (session.intents ?? []).filter((i) => lockId === undefined || i.lockId === lockId);
+    const { held, stale } = intents.length === 0 ? { held: [], stale: [] } : await this.#intents.resolve(session.id, intents);
+    // A hold with a full marker (a Redis semaphore permit) is not read back from an intent too.
+    const full = new Set((session.holds ?? []).map((h) => h.grant.ownerId));
+    return { held: [...(session.holds ?? []), ...held.filter((h) => !full.has(h.grant.ownerId))], stale };
   }
 
   #remember(info: SessionInfo): void {
@@ -204,7 +224,7 @@ export class Sessions {
     const started = performance.now();
     // The holds are read with the session: a hold made after this read has a whole lease anyway.
     const [session, listed] = await Promise.all([known ?? this.get(id), this.#indexed ? undefined : this.holds(id)]);
-    const current = session.holds ?? listed ?? [];
+    const current: HoldInfo[] = listed ?? (await this.resolve(session)).held;
     const [renewed, ...extended] = await Promise.allSettled([
       this.#renew(session),
       ...current.map((h) => this.#backend.extend(h.grant, leaseOf(session.ttlMs))),
@@ -275,11 +295,14 @@ export class Sessions {
   /** Release every hold, then remove the record. */
   async remove(id: string): Promise<number> {
     const session = await this.get(id);
+    const held = this.#indexed ? (await this.resolve(session)).held : await this.holds(id);
     let released = 0;
-    for (const hold of session.holds ?? (await this.holds(id))) {
+    for (const hold of held) {
       if (await this.#backend.release(hold.grant)) released += 1;
       await this.forget(hold);
     }
+    // The session ends: its intents go too (a hold's forget leaves them, other acquisitions may use them).
+    await Promise.all((session.intents ?? []).map((i) => this.forget(i)));
     if (session.own) await this.forget(session.own);
     const record = this.#record(id);
     await this.#records.removeOwners(record, session.owners, permitsOf(record));
@@ -292,6 +315,21 @@ export class Sessions {
   async remember(session: SessionInfo, grant: Grant, requestId: string | undefined): Promise<HoldInfo> {
     const id = this.#indexed ? indexLock(session.id) : markerId(session.id, grant.lockId, grant.token);
     return this.#mark(id, grant, requestId);
+  }
+
+  /** Whether an acquire of `kind` writes an intent beside its first attempt (else its marker after the grant). */
+  intends(kind: Grant['kind']): boolean {
+    return this.#indexed && this.#intents.uses(kind);
+  }
+
+  /** The session's intent for `lockId`, for one acquisition (intents.ts); given back by {@link done}. */
+  use(session: string, lockId: string): Lasting {
+    return this.#intents.use(session, lockId);
+  }
+
+  /** An acquisition under `intent` failed, or its hold was released through this replica. */
+  done(session: string, lockId: string, intent: Lasting): void {
+    this.#intents.done(session, lockId, intent);
   }
 
   async #mark(id: string, grant: Grant, requestId: string | undefined): Promise<HoldInfo> {
@@ -308,9 +346,13 @@ export class Sessions {
     return requestId === undefined ? hold : { ...hold, requestId };
   }
 
-  /** Forget a hold (its marker), after its release or loss. */
-  async forget(hold: HoldInfo): Promise<void> {
-    await this.#records.removeOwners(hold.markerId, hold.markerOwners, permitsOf(hold.markerId));
+  /**
+   * Forget a hold (its full marker), after its release or loss, or remove an intent. A hold
+   * read back from an intent leaves the intent: other acquisitions of the lock may use it.
+   */
+  async forget(marker: HoldInfo | IntentInfo): Promise<void> {
+    if ('grant' in marker && marker.intent === true) return;
+    await this.#records.removeOwners(marker.markerId, marker.markerOwners, permitsOf(marker.markerId));
   }
 
   /** One hold of the session by lock and token, or undefined. */
@@ -325,7 +367,9 @@ export class Sessions {
   async holds(session: string): Promise<HoldInfo[]> {
     if (this.#indexed) {
       const record = indexLock(session);
-      return indexMarkers(record, (await this.#locker.inspect(record)).holders).filter((h) => h.lockId !== record);
+      const { holds, intents } = readIndex(record, liveByEnd((await this.#locker.inspect(record)).holders));
+      const info = { id: session, name: '', ttlMs: 0, owners: [], holds: holds.filter((h) => h.lockId !== record), intents };
+      return (await this.resolve(info)).held;
     }
     const out: HoldInfo[] = [];
     let cursor: string | undefined;
@@ -340,60 +384,16 @@ export class Sessions {
     return out;
   }
 
+  /** Roll a marker as what it is: an intent stays one (left behind, it means nothing). */
   async #rollMarker(hold: HoldInfo): Promise<void> {
-    const identity = holdIdentity(hold.grant, hold.requestId);
+    const g = hold.grant;
+    const identity = hold.intent ? intentIdentity(g.lockId) : holdIdentity(g, hold.requestId);
     await this.#records.roll(hold.markerId, hold.grant.ownerId, MARKER_TTL_MS, identity, hold.markerOwners, permitsOf(hold.markerId));
   }
 }
 
 function sessionIdentity(s: Omit<SessionInfo, 'owners'>): string {
   return encodeIdentity(s.name, { t: s.ttlMs, ...(s.client ? { c: s.client } : {}), ...(s.meta ? { u: s.meta } : {}) });
-}
-
-function holdIdentity(g: Grant, requestId: string | undefined): string {
-  const meta: { [key: string]: JsonValue } = { l: g.lockId, k: g.kind, t: g.token.toString(), o: g.ownerId };
-  if (g.data !== undefined) meta.d = g.data as JsonValue;
-  if (requestId !== undefined) meta.r = requestId;
-  return encodeIdentity('hold', meta);
-}
-
-/** The hold a marker describes; undefined when the marker is gone or unreadable. */
-function readMarker(id: string, holders: readonly HolderInfo[]): HoldInfo | undefined {
-  const alive = liveByEnd(holders);
-  const m = alive[0]?.identity?.meta;
-  if (!m || typeof m.l !== 'string' || typeof m.t !== 'string' || typeof m.o !== 'string' || typeof m.k !== 'string') return undefined;
-  const token = BigInt(m.t);
-  const kind = m.k as Grant['kind'];
-  const grant: Grant = { lockId: m.l, kind, ownerId: m.o, token, ttlMs: 0, reentered: false, data: m.d };
-  const left = alive[alive.length - 1]?.expiresInMs;
-  return {
-    lockId: m.l,
-    token,
-    grant,
-    markerId: id,
-    markerOwners: alive.map((h) => h.ownerId),
-    markerLeftMs: left,
-    ...(typeof m.r === 'string' ? { requestId: m.r } : {}),
-  };
-}
-
-/** The markers among an index record's holders (the record's own marker included), read back. */
-function indexMarkers(record: string, holders: readonly HolderInfo[]): HoldInfo[] {
-  return readIndex(
-    record,
-    holders.filter((h) => !isRecord(h)),
-  );
-}
-
-/** The holds an index record lists: its holders grouped by hold (a roll leaves two for a moment). */
-function readIndex(id: string, holders: readonly HolderInfo[]): HoldInfo[] {
-  const byHold = new Map<string, HolderInfo[]>();
-  for (const h of holders) {
-    const m = h.identity?.meta;
-    const key = `${String(m?.l)}\u0000${String(m?.t)}`;
-    byHold.set(key, [...(byHold.get(key) ?? []), h]);
-  }
-  return [...byHold.values()].flatMap((group) => readMarker(id, group) ?? []);
 }
 
 function isObject(v: unknown): v is { readonly [key: string]: JsonValue } {
