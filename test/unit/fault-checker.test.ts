@@ -75,6 +75,38 @@ test('recovery runs from a kill to the next section begun; a killed section ends
   assert.equal(f.overlappingSections, 0);
 });
 
+test("after a kill, recovery ends at the next holder's grant as its worker noted it, not at its begin", async () => {
+  const wall = (): number => performance.timeOrigin + performance.now();
+  const f = await recorded('reads-and-writes', async (a, b, note) => {
+    await b.note(`epoch ${wall().toFixed(1)}`); // what the runner notes (as 'runner' there)
+    await a.begin(1n);
+    note('kill a');
+    await new Promise((r) => setTimeout(r, 30));
+    await b.note(`granted 2 ${wall().toFixed(1)}`);
+    // The begin reaches the store late (two processes to schedule on a loaded machine).
+    await new Promise((r) => setTimeout(r, 300));
+    await b.begin(2n);
+    await b.end(2n);
+  });
+  // The epoch note above is b's, not the runner's: the store's clock is unknown, the begin counts.
+  assert.ok((f.recoveriesMs[0] ?? -1) >= 300, String(f.recoveriesMs));
+  const store = await startFencedStore({ mode: 'reads-and-writes' });
+  const b = await connectFencedStore(store.port, 'b');
+  try {
+    store.note('runner', `epoch ${wall().toFixed(1)}`);
+    store.note('nemesis', 'kill a');
+    await new Promise((r) => setTimeout(r, 30));
+    await b.note(`granted 2 ${wall().toFixed(1)}`);
+    await new Promise((r) => setTimeout(r, 300));
+    await b.begin(2n);
+    const [ms] = check(store.history(), store.value()).recoveriesMs;
+    assert.ok(ms !== undefined && ms >= 25 && ms < 300, `from the grant: ${String(ms)}`);
+  } finally {
+    b.close();
+    await store.close();
+  }
+});
+
 test('unhandled rejections, typed acquisition failures and stuck workers are counted from the notes', async () => {
   const f = await recorded('none', async (a, b, note) => {
     await a.note('unhandled rejection: Error: boom');
