@@ -15,19 +15,10 @@ import ShimRedlock from '../src/compat/redlock.js';
 import { Mutex as ShimMutex } from '../src/compat/redis-semaphore.js';
 import { lockerFor } from '../src/compat/clients.js';
 import { startRedis } from '../scripts/servers/redis.js';
+import { runCycleRounds, type CycleContender } from './cycle-rounds.js';
 
 const CYCLES = Number(process.env.CYCLES ?? 300);
 const ROUNDS = Number(process.env.ROUNDS ?? 12);
-
-interface Contender {
-  readonly name: string;
-  cycle(key: string): Promise<unknown>;
-}
-
-function pct(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
-}
 
 interface Tree {
   readonly Redlock: typeof ShimRedlock;
@@ -36,7 +27,7 @@ interface Tree {
 }
 
 /** The shim's layers one by one over plain `tryLock`: an explicit owner, a loss listener, a refresh timer. */
-function layers(locker: ReturnType<typeof lockerFor>, owner: () => string): Contender[] {
+function layers(locker: ReturnType<typeof lockerFor>, owner: () => string): CycleContender[] {
   const take = async (k: string): Promise<Awaited<ReturnType<typeof locker.lock>>> =>
     (await locker.tryLock(k, { owner: owner(), autoExtend: false, ttlMs: 10_000, waitMs: 0 }))!;
   return [
@@ -63,7 +54,7 @@ function layers(locker: ReturnType<typeof lockerFor>, owner: () => string): Cont
   ];
 }
 
-function contenders(port: number, clients: Redis[], tree: Tree, prefix: string, originals: boolean): Contender[] {
+function contenders(port: number, clients: Redis[], tree: Tree, prefix: string, originals: boolean): CycleContender[] {
   const client = (): Redis => {
     const c = new Redis({ port, host: '127.0.0.1' });
     clients.push(c);
@@ -76,7 +67,7 @@ function contenders(port: number, clients: Redis[], tree: Tree, prefix: string, 
   const rs = client();
   const shim = client();
   let n = 0;
-  const list: Contender[] = [
+  const list: CycleContender[] = [
     { name: 'locksmith lock+release', cycle: async (k) => (await plain.lock(k)).release() },
     { name: 'locksmith lock(owner)+release', cycle: async (k) => (await owned.lock(k, { owner: `o${n++}`, autoExtend: false })).release() },
     ...layers(owned, () => `o${n++}`),
@@ -105,22 +96,6 @@ function contenders(port: number, clients: Redis[], tree: Tree, prefix: string, 
     .map((c) => (originalsOnly.has(c.name) ? c : { name: `${prefix}${c.name}`, cycle: c.cycle }));
 }
 
-/** This process's CPU time per cycle of each round (µs): what the client's own code costs, whatever the load. */
-const cpu = new Map<string, number[]>();
-
-async function round(c: Contender, r: number): Promise<number[]> {
-  const times: number[] = [];
-  const cpu0 = process.cpuUsage();
-  for (let i = 0; i < CYCLES; i++) {
-    const t0 = performance.now();
-    await c.cycle(`cycle:${r}:${i % 8}`);
-    times.push((performance.now() - t0) * 1000);
-  }
-  const used = process.cpuUsage(cpu0);
-  if (r >= 0) cpu.set(c.name, [...(cpu.get(c.name) ?? []), (used.user + used.system) / CYCLES]);
-  return times;
-}
-
 const server = await startRedis();
 const clients: Redis[] = [];
 try {
@@ -135,18 +110,7 @@ try {
     };
     list.push(...contenders(port, clients, tree, 'base ', false));
   }
-  const only = process.env.ONLY === undefined ? undefined : new RegExp(process.env.ONLY);
-  if (only) list.splice(0, list.length, ...list.filter((c) => only.test(c.name)));
-  for (const c of list) await round(c, -1);
-  const all = new Map(list.map((c) => [c.name, [] as number[]]));
-  for (let r = 0; r < ROUNDS; r++) {
-    const k = r % list.length;
-    for (const c of [...list.slice(k), ...list.slice(0, k)]) all.get(c.name)!.push(...(await round(c, r)));
-  }
-  for (const c of list) {
-    const wall = pct(all.get(c.name)!, 50).toFixed(1);
-    console.log(`${c.name.padEnd(38)} p50 ${wall.padStart(6)} µs   CPU ${pct(cpu.get(c.name)!, 50).toFixed(1).padStart(6)} µs/cycle`);
-  }
+  await runCycleRounds(list, { cycles: CYCLES, rounds: ROUNDS, keyPrefix: 'cycle' });
 } finally {
   await Promise.allSettled(clients.map((c) => c.quit()));
   await server.stop();

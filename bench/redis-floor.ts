@@ -23,19 +23,10 @@ import { ACQUIRE_SOLO, RELEASE } from '../src/backends/redis/scripts.js';
 import { lockKeys } from '../src/backends/redis-wire/keys.js';
 import type { createLocker } from '../src/locker.js';
 import { startRedis } from '../scripts/servers/redis.js';
+import { runCycleRounds, type CycleContender } from './cycle-rounds.js';
 
 const CYCLES = Number(process.env.CYCLES ?? 300);
 const ROUNDS = Number(process.env.ROUNDS ?? 12);
-
-interface Contender {
-  readonly name: string;
-  cycle(key: string): Promise<unknown>;
-}
-
-function pct(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
-}
 
 /** Acquire: SET NX PX, then the fencing token max(last + 1, server µs) in a second key. */
 const FENCED_ACQUIRE = `
@@ -56,7 +47,7 @@ interface Tree {
   readonly createLocker: typeof createLocker;
 }
 
-function locksmith(tree: Tree, client: Redis, prefix: string): Contender[] {
+function locksmith(tree: Tree, client: Redis, prefix: string): CycleContender[] {
   const locker = tree.createLocker(new tree.RedisBackend(client));
   return [
     { name: `${prefix}locksmith lock+release`, cycle: async (k) => (await locker.lock(k)).release() },
@@ -72,7 +63,7 @@ async function tree(root: string): Promise<Tree> {
   return { RedisBackend: backend.RedisBackend, createLocker: locker.createLocker };
 }
 
-async function contenders(port: number, clients: Redis[]): Promise<Contender[]> {
+async function contenders(port: number, clients: Redis[]): Promise<CycleContender[]> {
   const client = (): Redis => {
     const c = new Redis({ port, host: '127.0.0.1' });
     clients.push(c);
@@ -86,7 +77,7 @@ async function contenders(port: number, clients: Redis[]): Promise<Contender[]> 
   for (const s of [ACQUIRE_SOLO, RELEASE]) await fenced.script('LOAD', s.source);
   const keys: Record<string, ReturnType<typeof lockKeys>> = {};
   const [acq, cad] = [sha(FENCED_ACQUIRE), sha(CAD)];
-  const list: Contender[] = [
+  const list: CycleContender[] = [
     {
       name: 'redis-semaphore Mutex',
       cycle: async (k) => {
@@ -129,42 +120,11 @@ async function contenders(port: number, clients: Redis[]): Promise<Contender[]> 
   return list;
 }
 
-/** This process's CPU time per cycle of each round (µs): what the client's own code costs, whatever the load. */
-const cpu = new Map<string, number[]>();
-
-async function round(c: Contender, r: number): Promise<number[]> {
-  const times: number[] = [];
-  const cpu0 = process.cpuUsage();
-  for (let i = 0; i < CYCLES; i++) {
-    const t0 = performance.now();
-    await c.cycle(`floor:${r}:${i % 8}`);
-    times.push((performance.now() - t0) * 1000);
-  }
-  const used = process.cpuUsage(cpu0);
-  if (r >= 0) cpu.set(c.name, [...(cpu.get(c.name) ?? []), (used.user + used.system) / CYCLES]);
-  return times;
-}
-
 const server = await startRedis();
 const clients: Redis[] = [];
 try {
   const list = await contenders(server.nodes[0]!.port, clients);
-  const only = process.env.ONLY === undefined ? undefined : new RegExp(process.env.ONLY);
-  if (only) list.splice(0, list.length, ...list.filter((c) => only.test(c.name)));
-  for (const c of list) await round(c, -1);
-  const all = new Map(list.map((c) => [c.name, [] as number[]]));
-  for (let r = 0; r < ROUNDS; r++) {
-    const k = r % list.length;
-    for (const c of [...list.slice(k), ...list.slice(0, k)]) all.get(c.name)!.push(...(await round(c, r)));
-  }
-  const ref = pct(all.get('redis-semaphore Mutex') ?? [], 50);
-  for (const c of list) {
-    const wall = pct(all.get(c.name)!, 50);
-    const ratio = Number.isFinite(ref) ? `  ${(wall / ref).toFixed(2)}×` : '';
-    console.log(
-      `${c.name.padEnd(36)} p50 ${wall.toFixed(1).padStart(6)} µs${ratio}   CPU ${pct(cpu.get(c.name)!, 50).toFixed(1).padStart(6)} µs/cycle`,
-    );
-  }
+  await runCycleRounds(list, { cycles: CYCLES, rounds: ROUNDS, keyPrefix: 'floor', reference: 'redis-semaphore Mutex' });
 } finally {
   await Promise.allSettled(clients.map((c) => c.quit()));
   await server.stop();
