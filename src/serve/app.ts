@@ -139,20 +139,12 @@ function guard(app: FastifyInstance, access: Access, rate: RateLimit): WeakMap<F
   const clients = new WeakMap<FastifyRequest, string>();
   // Nothing to check (insecure local mode): no hook, a step less on every request.
   if (access.open) return clients;
-  // A callback hook, not an async one: no promise and no extra turn per request.
-  app.addHook('onRequest', (request, _reply, done) => {
-    try {
-      const need = (request.routeOptions.config as { need?: Need } | undefined)?.need ?? 'read';
-      const client = access.check(request, need);
-      if (client !== undefined) {
-        rate.take(client);
-        clients.set(request, client);
-      }
-    } catch (err) {
-      done(err as Error);
-      return;
-    }
-    done();
+  app.addHook('onRequest', async (request) => {
+    const need = (request.routeOptions.config as { need?: Need } | undefined)?.need ?? 'read';
+    const client = access.check(request, need);
+    if (client === undefined) return;
+    rate.take(client);
+    clients.set(request, client);
   });
   return clients;
 }
