@@ -59,22 +59,32 @@ export function lockerFor(clients: readonly CompatClient[], drift?: number): Loc
 /** Told once when a watched hold is lost (the `LockLostError`). */
 export type LossListener = (error: LockLostError) => void;
 
+/** One watch: the hold and who is told of its loss. */
+interface Watch {
+  readonly hold: Hold;
+  readonly listener: LossListener;
+}
+
 /**
  * The losses of one locker's holds, told to whoever watches each: ONE `lost` listener per
  * locker instead of an abort listener per hold, whose signal (an AbortController per hold)
  * cost 5–7 µs of a shim's uncontended cycle (docs/benchmarks.md, "Compat shims"). A hold is
- * named by kind, lock id and fencing token, which no other hold of that lock shares.
+ * named by kind, lock id and fencing token; two holds of this locker share those only when one
+ * joined the other's hold on the server (`acquiredExternally`), so a watcher is told only when
+ * its own hold is no longer held.
  */
 export class LossRouter {
-  readonly #watchers = new Map<string, LossListener[]>();
+  readonly #watchers = new Map<string, Watch[]>();
 
   constructor(locker: Locker) {
     locker.on('lost', (e) => {
       const key = holdKey(e.kind, e.lockId, e.token);
-      const listeners = this.#watchers.get(key);
-      if (listeners === undefined) return;
-      this.#watchers.delete(key);
-      for (const listener of listeners) tell(listener, e.error);
+      const watches = this.#watchers.get(key);
+      if (watches === undefined) return;
+      const kept = watches.filter((w) => w.hold.held);
+      if (kept.length > 0) this.#watchers.set(key, kept);
+      else this.#watchers.delete(key);
+      for (const w of watches) if (!kept.includes(w)) tell(w.listener, e.error);
     });
   }
 
@@ -84,13 +94,14 @@ export class LossRouter {
    */
   watch(hold: Hold, listener: LossListener): () => void {
     const key = holdKey(hold.kind, hold.lockId, hold.token);
-    const listeners = this.#watchers.get(key);
-    if (listeners) listeners.push(listener);
-    else this.#watchers.set(key, [listener]);
+    const watch: Watch = { hold, listener };
+    const watches = this.#watchers.get(key);
+    if (watches) watches.push(watch);
+    else this.#watchers.set(key, [watch]);
     const unwatch = (): void => {
       const now = this.#watchers.get(key);
       if (now === undefined) return;
-      const rest = now.filter((l) => l !== listener);
+      const rest = now.filter((w) => w !== watch);
       if (rest.length > 0) this.#watchers.set(key, rest);
       else this.#watchers.delete(key);
     };
