@@ -74,17 +74,16 @@ interface Watch {
  * its own hold is no longer held.
  */
 export class LossRouter {
+  /** By lock id: a string key made without formatting the token (a bigint) on every acquisition. */
   readonly #watchers = new Map<string, Watch[]>();
 
   constructor(locker: Locker) {
     locker.on('lost', (e) => {
-      const key = holdKey(e.kind, e.lockId, e.token);
-      const watches = this.#watchers.get(key);
+      const watches = this.#watchers.get(e.lockId);
       if (watches === undefined) return;
-      const kept = watches.filter((w) => w.hold.held);
-      if (kept.length > 0) this.#watchers.set(key, kept);
-      else this.#watchers.delete(key);
-      for (const w of watches) if (!kept.includes(w)) tell(w.listener, e.error);
+      const lost = watches.filter((w) => w.hold.token === e.token && w.hold.kind === e.kind && !w.hold.held);
+      for (const w of lost) this.#drop(w);
+      for (const w of lost) tell(w.listener, e.error);
     });
   }
 
@@ -93,23 +92,24 @@ export class LossRouter {
    * already lost (between its grant and this call) is told at once.
    */
   watch(hold: Hold, listener: LossListener): () => void {
-    const key = holdKey(hold.kind, hold.lockId, hold.token);
     const watch: Watch = { hold, listener };
-    const watches = this.#watchers.get(key);
+    const watches = this.#watchers.get(hold.lockId);
     if (watches) watches.push(watch);
-    else this.#watchers.set(key, [watch]);
-    const unwatch = (): void => {
-      const now = this.#watchers.get(key);
-      if (now === undefined) return;
-      const rest = now.filter((w) => w !== watch);
-      if (rest.length > 0) this.#watchers.set(key, rest);
-      else this.#watchers.delete(key);
-    };
+    else this.#watchers.set(hold.lockId, [watch]);
+    const unwatch = (): void => this.#drop(watch);
     if (!hold.held) {
       unwatch();
       tell(listener, hold.signal.reason as LockLostError);
     }
     return unwatch;
+  }
+
+  #drop(watch: Watch): void {
+    const watches = this.#watchers.get(watch.hold.lockId);
+    const at = watches?.indexOf(watch) ?? -1;
+    if (watches === undefined || at < 0) return;
+    if (watches.length === 1) this.#watchers.delete(watch.hold.lockId);
+    else watches.splice(at, 1);
   }
 }
 
@@ -125,10 +125,6 @@ function tell(listener: LossListener, error: LockLostError): void {
       throw err;
     });
   }
-}
-
-function holdKey(kind: string, lockId: string, token: bigint): string {
-  return `${kind}\0${lockId}\0${token}`;
 }
 
 const routers = new WeakMap<Locker, LossRouter>();
