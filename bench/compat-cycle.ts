@@ -47,13 +47,16 @@ async function tree(root: string): Promise<Tree> {
 }
 
 /**
- * What a redis-semaphore `Mutex` asks of the locker (a random owner, the lease without
- * renewal, one attempt), then the layers it adds one by one: a loss listener, a refresh timer.
+ * What a redis-semaphore `Mutex` asks of the locker (the lease without renewal, one attempt;
+ * before its identifier became lazy, under a random UUID owner), then the layers it adds one
+ * by one: a loss listener, a refresh timer.
  */
 function layers(locker: Locker): CycleContender[] {
+  const attempt = Object.freeze({ autoExtend: false, ttlMs: 10_000, waitMs: 0 });
   const take = async (k: string): Promise<Awaited<ReturnType<Locker['lock']>>> =>
     (await locker.tryLock(k, { owner: randomUUID(), autoExtend: false, ttlMs: 10_000, waitMs: 0 }))!;
   return [
+    { name: 'tryLock(ttl,waitMs 0)', cycle: async (k) => (await locker.tryLock(k, attempt))!.release() },
     { name: 'tryLock(uuid owner,ttl,waitMs 0)', cycle: async (k) => (await take(k)).release() },
     {
       name: '+ signal listener',
