@@ -148,7 +148,7 @@ export abstract class Lock {
    * This holder's id: the given one, else a random UUID when read before any acquisition, or
    * the owner id of the hold taken (while or after holding). Fixed from its first read: later
    * acquisitions take their holds under it, so another object given it (with
-   * `acquiredExternally`) finds them.
+   * `acquiredExternally`) finds them (read while an acquisition is in flight, from the next one).
    */
   get identifier(): string {
     if (this.#identifier === undefined) {
