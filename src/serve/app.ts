@@ -102,6 +102,11 @@ export async function buildServer(options: ServeOptions): Promise<FastifyInstanc
   if (store !== options.locker) app.addHook('onClose', () => store.close());
   const sessions = new Sessions(store, await store.backend(), options.markerTtlMs);
   const holds = new Holds(backend, sessions, limits.waitsPerSession);
+  // The replica's background work (write-downs, intents' idle removals) ends with it.
+  app.addHook('onClose', async () => {
+    holds.close();
+    sessions.close();
+  });
   const clients = guard(app, new Access(options.tokens, options.insecure ?? false), new RateLimit(limits.requestsPerSecond));
   const deps: RouteDeps = {
     locker: options.locker,

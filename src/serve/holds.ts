@@ -84,6 +84,14 @@ export class Holds {
   }
 
   /**
+   * Stop the write-downs' timer (the service closes): a hold granted less than WRITE_DOWN_MS
+   * before keeps its intent, from which any replica reads it back.
+   */
+  close(): void {
+    this.#writeDowns.clear();
+  }
+
+  /**
    * Acquire for a session; a retry with the same requestId answers the same grant. `read`:
    * the route's read of the session. `early`: the session's fixed attributes as this replica
    * knows them (Sessions.known): the first attempt then goes out beside the read, and is

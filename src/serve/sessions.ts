@@ -121,15 +121,24 @@ export class Sessions {
     this.markerTtlMs = markerTtlMs;
     this.#records = new Records(backend);
     this.#indexed = backend.capabilities.permits;
-    this.#intents = new Intents(backend, {
-      write: async (session, lockId) => {
-        const id = indexLock(session);
-        const marker = await this.#records.writeGrant(id, session, this.markerTtlMs, intentIdentity(lockId), INDEX_PERMITS);
-        if (!marker) throw new LocksmithError('BACKEND_UNAVAILABLE', `could not record the hold of '${lockId}'`);
-        return { lockId, markerId: id, markerOwners: [marker.ownerId], markerLeftMs: this.markerTtlMs };
+    this.#intents = new Intents(
+      backend,
+      {
+        write: async (session, lockId) => {
+          const id = indexLock(session);
+          const marker = await this.#records.writeGrant(id, session, this.markerTtlMs, intentIdentity(lockId), INDEX_PERMITS);
+          if (!marker) throw new LocksmithError('BACKEND_UNAVAILABLE', `could not record the hold of '${lockId}'`);
+          return { lockId, markerId: id, markerOwners: [marker.ownerId], markerLeftMs: this.markerTtlMs };
+        },
+        remove: (intent) => this.forget(intent),
       },
-      remove: (intent) => this.forget(intent),
-    });
+      markerTtlMs,
+    );
+  }
+
+  /** Stop this replica's background work on intents (the service closes). */
+  close(): void {
+    this.#intents.close();
   }
 
   /** Whether a session's one read has its holds (an index record). */

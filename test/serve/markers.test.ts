@@ -6,7 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import type { HolderInfo } from '../../src/index.js';
+import { createLocker, type HolderInfo } from '../../src/index.js';
+import { buildServer } from '../../src/serve/app.js';
 import { eventually } from '../helpers.js';
 import { client, fileUrl, startService } from './service.js';
 
@@ -48,4 +49,25 @@ test('a release after a keepalive rolled the hold’s marker leaves no marker th
   const next = await viaA.keepalive(s);
   assert.deepEqual([next.status, next.body.holds, next.body.lost], [200, 0, []], JSON.stringify(next.body));
   assert.deepEqual((await viaA.end(s)).body, { released: 0 });
+});
+
+test('a closed service writes nothing more: a hold granted just before keeps its intent, no full marker follows', T, async () => {
+  // The service does not close the locker it was given: a user that keeps it sees no late writes.
+  const locker = createLocker(url, { name: 'serve-test' });
+  const app = await buildServer({ insecure: true, locker });
+  try {
+    const base = await app.listen({ host: '127.0.0.1', port: 0 });
+    const via = client(base);
+    const s = await via.session(20_000, 'closing');
+    assert.equal((await via.acquire('roll/closing', { session: s })).status, 200);
+    await app.close();
+    await new Promise((r) => setTimeout(r, 600));
+    const { holders } = await locker.inspect(`locksmith-serve/i/${s}`);
+    const full = holders.filter((h) => h.identity?.meta?.l === 'roll/closing' && typeof h.identity.meta.t === 'string');
+    assert.deepEqual(full, [], 'no full marker written after close');
+    assert.equal(holders.filter((h) => h.identity?.meta?.l === 'roll/closing').length, 1, 'the intent stays');
+  } finally {
+    await app.close();
+    await locker.close();
+  }
 });
