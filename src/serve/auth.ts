@@ -63,11 +63,6 @@ export class Access {
     this.#clients = tokens === undefined ? (insecure ? undefined : []) : parseTokens(tokens);
   }
 
-  /** Whether every request is allowed unchecked (insecure local mode: no tokens). */
-  get open(): boolean {
-    return this.#clients === undefined;
-  }
-
   /** The client name of the request, checked against what the route needs. */
   check(request: FastifyRequest, need: Need): string | undefined {
     if (need === 'none' || this.#clients === undefined) return undefined;
