@@ -335,11 +335,13 @@ class Loop {
    * use. Synchronous: the usual grant costs no promise of its own.
    */
   #onGrant(grant: Grant, sentAt: number): Acquired | undefined {
-    const lease = this.#registry.lease(this.#backend, grant, sentAt, this.#spec.settings);
-    if (!lease.valid) return undefined;
+    // One clock reading for the lease's first steps (taken in, still valid, its timer).
+    const at = now();
+    const lease = this.#registry.lease(this.#backend, grant, sentAt, this.#spec.settings, at);
+    if (!lease.validAt(at)) return undefined;
     this.#lease = lease;
     this.#registry.adopt(lease, this.#spec.settings.owner);
-    lease.start();
+    lease.start(at);
     if (log.enabled) log('%s: holding token %s after %s', grant.lockId, grant.token, ms(now() - this.#started));
     if (this.#earlyLoss) lease.lose(this.#earlyLoss.reason, this.#earlyLoss.cause);
     return { lease, reentered: grant.reentered, waitedMs: lease.acquiredAt - this.#started, endTurn: undefined };
