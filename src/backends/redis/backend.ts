@@ -79,6 +79,8 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
 
   readonly #client: RedisClientLike;
   readonly #prefix: string;
+  /** Prefix of every client's inbox channel (the scripts append the client id); sent with most scripts, so built once. */
+  readonly #inboxPrefix: string;
   readonly #ownsClient: boolean;
   readonly #healthCheckMs: number;
   readonly #commands: RedisCommands;
@@ -102,6 +104,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   constructor(client: RedisClientLike, options: RedisBackendOptions = {}) {
     this.#client = client;
     this.#prefix = options.prefix ?? 'locksmith:';
+    this.#inboxPrefix = `${this.#prefix}w:`;
     this.#keys = new LockKeyCache(this.#prefix);
     this.#ownsClient = options.ownsClient ?? false;
     this.#healthCheckMs = options.healthCheckMs ?? 250;
@@ -122,11 +125,6 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     return keyBase(this.#prefix, lockId);
   }
 
-  /** Prefix of every client's inbox channel (the scripts append the client id). */
-  get #inboxPrefix(): string {
-    return `${this.#prefix}w:`;
-  }
-
   /**
    * The waiter id of an acquisition. A fresh owner's is derived from the owner, so that
    * `cancel` finds the queue entry of an attempt whose reply never came.
@@ -137,11 +135,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     return req.freshOwner ? `${this.#clientId}.${req.ownerId}` : `${this.#clientId}.${(++this.#waiterSeq).toString(36)}`;
   }
 
-  /**
-   * Not an async function: the usual first attempt (ACQUIRE_SOLO, answered with a token)
-   * costs one reaction on the command's promise, not an async layer of its own
-   * (docs/benchmarks.md, "Redis: the uncontended floor").
-   */
+  /** Not an async function: the usual first attempt costs one reaction on the command's promise (docs/benchmarks.md). */
   tryAcquire(req: AcquireRequest<RedisTicket>): Promise<AcquireResult<RedisTicket, RedisGrantData>> {
     try {
       this.#assertOpen();
@@ -362,11 +356,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
 
   /** Not an async function: a release that messaged nobody costs one reaction on the command's promise. */
   release(grant: Grant<RedisGrantData>): Promise<boolean> {
-    try {
-      this.#assertOpen();
-    } catch (err) {
-      return Promise.reject(err as Error);
-    }
+    if (this.#closed) return Promise.reject(this.#closedError());
     const sentAt = performance.now();
     const args = [grant.data.field, KIND_LETTER[grant.kind], grant.token.toString(), this.#inboxPrefix];
     return this.#commands
@@ -375,10 +365,9 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   }
 
   /**
-   * The release messaged a waiter; its reply is that message (the waiter id first). It
-   * returns now (one round trip); when that waiter is in this process, its inbox takes the
-   * reply as the message, and this backend's next acquire of the lock waits for that
-   * (docs/backends/redis.md, "Waiting by notification").
+   * The release messaged a waiter; its reply is that message (the waiter id first). When that waiter is in
+   * this process, its inbox takes the reply as the message, and this backend's next acquire of the lock
+   * waits for that (docs/backends/redis.md, "Waiting by notification").
    */
   #messaged(lockId: string, ok: string, sentAt: number): true {
     this.#contention.saw(lockId);
@@ -457,6 +446,10 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   }
 
   #assertOpen(): void {
-    if (this.#closed) throw new BackendUnavailableError(this.name, 'the redis backend is closed');
+    if (this.#closed) throw this.#closedError();
+  }
+
+  #closedError(): BackendUnavailableError {
+    return new BackendUnavailableError(this.name, 'the redis backend is closed');
   }
 }
