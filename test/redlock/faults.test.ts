@@ -1,7 +1,7 @@
 /**
  * Redlock on five real redis-servers under failures: masters killed (kill -9) while a lock
  * is held, a majority killed, an event-loop stall pushing
- * the elapsed time past the ttl.
+ * the elapsed time past the ttl, one master paused (SIGSTOP) through a whole hold.
  * Every test leaves all five masters running (restarted empty) for the next.
  */
 import { afterEach, describe, test } from 'node:test';
@@ -12,6 +12,7 @@ import { createLocker, LockLostError, QuorumError, type Locker, type LockerOptio
 import type { RedlockTicket } from '../../src/backends/redlock/index.js';
 import type { Backend } from '../../src/backend.js';
 import { startRedlock } from '../../scripts/servers/redlock.js';
+import { Redis } from 'ioredis';
 import { eventually, lossOf, seamRequest, useServer } from '../helpers.js';
 
 const server = await useServer(() => startRedlock({ count: 5 }));
@@ -148,5 +149,40 @@ describe('redlock: validity', () => {
     const reason = await lossOf(lock);
     assert.ok(reason instanceof LockLostError, String(reason));
     assert.equal(renewals, 2);
+  });
+});
+
+describe('redlock: one slow master', () => {
+  test('lock and release resolve on a majority while a master is paused; its late grant is taken back', T, async () => {
+    // A per-master timeout far beyond the test: only the majority rule can let lock() and
+    // release() resolve while master 4 answers nothing.
+    const url = `${server.url}?nodeTimeoutMs=60000`;
+    const locker = client({ ttlMs: 600_000 }, url);
+    const other = client({ ttlMs: 600_000 }, url);
+    await Promise.all([locker.backend(), other.backend()]);
+    const lockId = id('slow-master');
+    const slow = server.nodes[4];
+    assert.ok(slow);
+    slow.pause();
+    const lock = await locker.lock(lockId);
+    await lock.release();
+    const next = await other.tryLock(lockId);
+    assert.ok(next, 'free for another client while the paused master has not even seen the grant');
+    await next.release();
+    slow.resume();
+    // Master 4 now runs what waited on its connections, each in order: the first holder's
+    // attempt and release, the other client's attempt and release. Whichever attempt it runs
+    // first is a late grant there (it stores its token in the register), and the release
+    // behind it on the same connection must delete it.
+    const direct = new Redis({ host: slow.host, port: slow.port, lazyConnect: true });
+    try {
+      await direct.connect();
+      const base = `locksmith:{${lockId}}`;
+      await eventually('the late grant on the slow master is deleted', async () => (await direct.exists(`${base}:rl`, `${base}:ri`)) === 0);
+      const register = BigInt((await direct.get(`${base}:rt`)) ?? '0');
+      assert.ok(register >= lock.token, `the slow master ran a late grant (register ${register}, first token ${lock.token})`);
+    } finally {
+      direct.disconnect();
+    }
   });
 });
