@@ -48,7 +48,7 @@ import {
   type NodeReply,
   type RedlockNode,
 } from './quorum.js';
-import { ACQUIRE, EXTEND, FORCE, INSPECT, INSPECT_MANY, RELEASE } from './scripts.js';
+import { ACQUIRE, EXTEND, FORCE, INSPECT, INSPECT_MANY, RELEASE, type LuaScript } from './scripts.js';
 import { TokenRegister, type AcquireReply } from './token.js';
 import { keysAt, RedlockKeyCache } from './keys.js';
 import { Wakeups, type Watch } from './wake.js';
@@ -179,15 +179,11 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     const bound = nodeBound(req.ttlMs, this.#nodeTimeoutMs, this.#explicitTimeout);
     const t1 = performance.now();
     const proposal = this.#tokens.propose(req.lockId);
+    // One argument list for every master (the command layer only reads it).
+    const args = [value, req.ttlMs, proposal.toString(), who, req.lockDelayMs];
     const sent = fanOut(
       this.#nodes,
-      (n) =>
-        boundReply(
-          n.commands.eval(ACQUIRE, keys, [value, req.ttlMs, proposal.toString(), who, req.lockDelayMs]),
-          bound,
-          n.label,
-          'acquire',
-        ),
+      (n) => boundReply(n.commands.eval(ACQUIRE, keys, args), bound, n.label, 'acquire'),
       classifyAcquire,
       this.#quorum,
     );
@@ -201,7 +197,9 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     }
     const yes = countGranted(replies);
     if (log.enabled) log('%s: %d of %d masters granted (quorum %d)', req.lockId, yes, replies.length, this.#quorum);
-    const grant = yes >= this.#quorum ? await this.#grantOf(req, value, proposal, replies, t1) : undefined;
+    const settled = yes >= this.#quorum ? this.#tokens.settle(req.lockId, proposal, replies, this.#fenceWrite(req, value)) : undefined;
+    const token = settled instanceof Promise ? await settled : settled;
+    const grant = token === undefined ? undefined : this.#grantOf(req, value, token, t1);
     const attemptMs = performance.now() - t1;
     if (grant) {
       if (req.ticket) this.#wake.unwatch(req.ticket.watch);
@@ -219,20 +217,16 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     return { granted: false, contended: { ticket } };
   }
 
-  /** The grant of an attempt a majority granted, or undefined when it did not win (token, validity). */
-  async #grantOf(
-    req: AcquireRequest<RedlockTicket>,
-    value: string,
-    proposal: bigint,
-    replies: readonly NodeReply<AcquireReply>[],
-    t1: number,
-  ): Promise<Grant<RedlockGrantData> | undefined> {
-    const keys = this.#keys.of(req.lockId).fence;
-    const bound = nodeBound(req.ttlMs, this.#nodeTimeoutMs, this.#explicitTimeout);
-    const write = (n: RedlockNode, s: Parameters<RedlockNode['commands']['eval']>[0], t: bigint): Promise<unknown> =>
-      boundReply(n.commands.eval(s, keys, [value, t.toString()]), bound, n.label, 'token write');
-    const token = await this.#tokens.settle(req.lockId, proposal, replies, write);
-    if (token === undefined) return undefined;
+  /** Phase 2's write of the token on one master (token.ts), bounded like the attempt. */
+  #fenceWrite(req: AcquireRequest<RedlockTicket>, value: string): (n: RedlockNode, s: LuaScript, t: bigint) => Promise<unknown> {
+    return (n, s, t) => {
+      const bound = nodeBound(req.ttlMs, this.#nodeTimeoutMs, this.#explicitTimeout);
+      return boundReply(n.commands.eval(s, this.#keys.of(req.lockId).fence, [value, t.toString()]), bound, n.label, 'token write');
+    };
+  }
+
+  /** The grant of an attempt whose token a majority stored, or undefined when no validity is left. */
+  #grantOf(req: AcquireRequest<RedlockTicket>, value: string, token: bigint, t1: number): Grant<RedlockGrantData> | undefined {
     // Redlock step 3: the time spent reaching the masters (and writing the token) must leave
     // a positive validity; a grant with none is never returned.
     if (req.ttlMs - (performance.now() - t1) - this.#drift(req.ttlMs) <= 0) return undefined;
@@ -303,15 +297,10 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     const keys = this.#keys.of(grant.lockId).lease;
     const bound = nodeBound(ttlMs, this.#nodeTimeoutMs, this.#explicitTimeout);
     const t1 = performance.now();
+    const args = [grant.data.value, ttlMs, grant.data.lockDelayMs];
     const replies = await fanOut(
       this.#nodes,
-      (n) =>
-        boundReply(
-          n.commands.eval(EXTEND, keys, [grant.data.value, ttlMs, grant.data.lockDelayMs]),
-          bound,
-          n.label,
-          'extend',
-        ),
+      (n) => boundReply(n.commands.eval(EXTEND, keys, args), bound, n.label, 'extend'),
       (reply) => ({ ok: reply === 1, value: undefined }),
       this.#quorum,
     );
@@ -449,4 +438,3 @@ function hintOf(replies: readonly NodeReply<AcquireReply>[]): number {
     .sort((a, b) => a - b);
   return ttls[0] ?? -1;
 }
-

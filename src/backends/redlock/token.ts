@@ -44,13 +44,15 @@ export class TokenRegister {
    * The token of an attempt that was granted by a majority: the proposal when every granting
    * master stored it, else `max + 1` written by phase 2 to the granting masters; undefined
    * when phase 2 did not reach a majority (the attempt then fails like a contended one).
+   * Synchronous in the common case (every granting master stored the proposal): no promise
+   * is made for a grant that needs no second round.
    */
-  async settle(
+  settle(
     lockId: string,
     proposal: bigint,
     replies: readonly NodeReply<AcquireReply>[],
     fence: (node: RedlockNode, script: LuaScript, token: bigint) => Promise<unknown>,
-  ): Promise<bigint | undefined> {
+  ): bigint | Promise<bigint | undefined> {
     // The token must be above what each granting master now holds: the proposal where it was
     // stored, the register it read where it was not (too low, or refused as too far ahead of
     // that master's clock; docs/backends/redlock.md, "Fencing tokens").
@@ -67,7 +69,16 @@ export class TokenRegister {
       this.#remember(lockId, proposal);
       return proposal;
     }
-    const token = max + 1n;
+    return this.#fence(lockId, max + 1n, replies, fence);
+  }
+
+  /** Phase 2: write `token` to the masters holding the lease; it counts once a majority stored it. */
+  async #fence(
+    lockId: string,
+    token: bigint,
+    replies: readonly NodeReply<AcquireReply>[],
+    fence: (node: RedlockNode, script: LuaScript, token: bigint) => Promise<unknown>,
+  ): Promise<bigint | undefined> {
     // To every master, not only those heard granting: a master whose grant had not arrived yet
     // runs this after it (one connection, in order) and stores the token too; the others
     // refuse (they do not hold the lease). The more masters hold the token, the more of them
