@@ -153,6 +153,39 @@ describe('redlock: validity', () => {
 });
 
 describe('redlock: one slow master', () => {
+  test('a release announced while an attempt waits for a slow master still ends the wait after it', T, async () => {
+    const lockId = id('release-in-flight');
+    const holder = await client({ ttlMs: 60_000 }).lock(lockId);
+    // B polls once a minute and the holder's keys last a minute: only the announcement can
+    // end B's wait within the test.
+    const backend = (await client({}, `${server.url}?nodeTimeoutMs=200&pollMs=60000`).backend()) as Backend<RedlockTicket>;
+    const req = seamRequest<RedlockTicket>(lockId, 'waiter-b', { ttlMs: 60_000, fair: false });
+    const first = await backend.tryAcquire(req);
+    assert.equal(first.granted, false);
+    const ticket = first.granted ? undefined : first.contended.ticket;
+    await backend.waitForChange(lockId, ticket, AbortSignal.timeout(20_000)); // subscribed now
+    const live = server.nodes.slice(0, 4).map((n) => new Redis({ host: n.host, port: n.port }));
+    try {
+      const evalsHere = async (r: Redis): Promise<number> =>
+        Number(/cmdstat_evalsha:calls=(\d+)/.exec(await r.info('commandstats'))?.[1] ?? 0);
+      const before = await Promise.all(live.map(evalsHere));
+      server.nodes[4]?.pause();
+      // B's second attempt: refused by the four live masters, then it waits out master 4's timeout.
+      const second = backend.tryAcquire({ ...req, ticket });
+      await eventually('the live masters ran the second attempt', async () =>
+        (await Promise.all(live.map(evalsHere))).every((c, i) => c > (before[i] ?? 0)),
+      );
+      // The release lands (and is announced) while B's attempt is still in flight.
+      await holder.release();
+      const again = await second;
+      assert.equal(again.granted, false, 'refused: the holder still held when the live masters ran it');
+      // Ends at once on the announcement B saw during the attempt (else: a minute's poll).
+      await backend.waitForChange(lockId, again.granted ? undefined : again.contended.ticket, AbortSignal.timeout(20_000));
+    } finally {
+      for (const r of live) r.disconnect();
+    }
+  });
+
   test('lock and release resolve on a majority while a master is paused; its late grant is taken back', T, async () => {
     // A per-master timeout far beyond the test: only the majority rule can let lock() and
     // release() resolve while master 4 answers nothing.

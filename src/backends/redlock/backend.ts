@@ -174,6 +174,10 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
   async tryAcquire(req: AcquireRequest<RedlockTicket>): Promise<AcquireResult<RedlockTicket, RedlockGrantData>> {
     this.#assertOpen();
     const value = req.freshOwner ? req.ownerId : `${req.ownerId}\0${randomBytes(9).toString('base64url')}`;
+    // What the watch had seen BEFORE the attempt is sent: a release announced while the attempt
+    // is in flight must still end the wait that follows, or this client sleeps until its poll.
+    const seen = req.ticket?.watch.seen ?? 0;
+    const subscribed = req.ticket?.watch.subscribed ?? false;
     const keys = this.#keys.of(req.lockId).all;
     const who = this.#keys.who(req.lockId, req.identity);
     const bound = nodeBound(req.ttlMs, this.#nodeTimeoutMs, this.#explicitTimeout);
@@ -211,8 +215,6 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     if (quorumUnreachable(replies)) throw quorumError(`acquire of '${req.lockId}'`, replies);
     if (!req.wait) return { granted: false, contended: { ticket: undefined } };
     const watch = req.ticket?.watch ?? this.#wake.watch(this.#keys.of(req.lockId).channel);
-    const seen = req.ticket?.watch.seen ?? 0;
-    const subscribed = req.ticket?.watch.subscribed ?? false;
     const ticket = { watch, seen, subscribed, hintMs: hintOf(replies), split: yes > 0, attemptMs };
     return { granted: false, contended: { ticket } };
   }
