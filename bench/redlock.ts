@@ -123,7 +123,9 @@ async function uncontendedAll(
   libs: readonly Library[],
   masters: readonly { host: string; port: number }[],
 ): Promise<Map<string, ReturnType<typeof stats>>> {
-  const rounds = 5;
+  // The method: 200 cycles per library per round, ten rounds, the order reversed
+  // every other round so that no library always follows the same one.
+  const rounds = 10;
   const cycles: { name: string; cycle: () => Promise<void>; close: () => Promise<void> }[] = [];
   for (const lib of libs) {
     const c = await lib.client();
@@ -144,7 +146,7 @@ async function uncontendedAll(
   try {
     for (const c of cycles) for (let i = 0; i < 500; i++) await c.cycle();
     for (let r = 0; r < rounds; r++) {
-      for (const c of cycles) {
+      for (const c of r % 2 === 0 ? cycles : [...cycles].reverse()) {
         const out = samples.get(c.name) ?? [];
         for (let i = 0; i < UNCONTENDED / rounds; i++) {
           const t0 = performance.now();
