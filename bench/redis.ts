@@ -12,7 +12,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import Redlock, { type RedlockLock } from 'redlock';
 import { Mutex } from 'redis-semaphore';
-import { createLocker } from '../src/index.js';
+import { createLocker, type Locker } from '../src/index.js';
+import { RedisBackend, redisOptions } from '../src/backends/redis/index.js';
 import { lockerContender, type BenchClient, type Contender, type ServerProbe } from '../src/bench-matrix/index.js';
 import { startRedis } from '../scripts/servers/redis.js';
 import { childOrMain, runEngine } from './common.js';
@@ -41,6 +42,7 @@ function redisSemaphore(url: string): Contender {
           return { release: () => mutex.release() };
         },
         close: async () => redis.disconnect(),
+        roundTrip: async () => void (await redis.ping()),
       };
     },
   };
@@ -73,6 +75,7 @@ function redlock(url: string): Contender {
           }
         },
         close: async () => redis.disconnect(),
+        roundTrip: async () => void (await redis.ping()),
       };
     },
   };
@@ -118,17 +121,46 @@ async function startMonitor(url: string): Promise<{ count(): number; stop(): voi
   return { count: () => n, stop: () => void sock.destroy() };
 }
 
+/** What a locker over a client of our own needs from one checkout's code. */
+interface Code {
+  readonly createLocker: typeof createLocker;
+  readonly RedisBackend: typeof RedisBackend;
+  readonly redisOptions: typeof redisOptions;
+}
+
 /** `BEFORE=<another checkout>`: locksmith on that checkout's code too, in the same alternating rounds. */
 const before = process.env['BEFORE'];
-const beforeLocker = before ? ((await import(`${before}/src/index.ts`)) as { createLocker: typeof createLocker }).createLocker : undefined;
+const beforeCode: Code | undefined = before
+  ? { ...((await import(`${before}/src/index.ts`)) as Code), ...((await import(`${before}/src/backends/redis/index.ts`)) as Code) }
+  : undefined;
+
+/** The ioredis client each locker's releases go over, for the hand-off row's round trip. */
+const clientOf = new WeakMap<Locker, Redis>();
+
+/**
+ * A locker as `createLocker(url)` makes it (the same ioredis options, from the checkout's
+ * `redisOptions`), but over a client made here, so that the matrix can send its reference
+ * `PING` over the very connection the locker's releases use.
+ */
+function lockerOn(code: Code, url: string): Locker {
+  const parsed = code.redisOptions(new URL(url));
+  const client = new Redis(parsed.client);
+  client.on('error', () => undefined);
+  const locker = code.createLocker(new code.RedisBackend(client, parsed.backend), { ttlMs: TTL_MS });
+  clientOf.set(locker, client);
+  return locker;
+}
+
+const ping = async (locker: Locker): Promise<unknown> => clientOf.get(locker)?.ping();
 
 /** Every library of the run, on the Redis at `url` (also what a forked hand-off waiter makes). */
 function contenders(url: string): Contender[] {
+  const now: Code = { createLocker, RedisBackend, redisOptions };
   const locksmith = (fair: boolean): Contender =>
-    lockerContender(fair ? 'locksmith (fair)' : 'locksmith', () => createLocker(url, { ttlMs: TTL_MS }), fair);
+    lockerContender(fair ? 'locksmith (fair)' : 'locksmith', () => lockerOn(now, url), fair, ping);
   const old = (fair: boolean): Contender[] =>
-    beforeLocker
-      ? [lockerContender(fair ? 'locksmith (fair, BEFORE)' : 'locksmith (BEFORE)', () => beforeLocker(url, { ttlMs: TTL_MS }), fair)]
+    beforeCode
+      ? [lockerContender(fair ? 'locksmith (fair, BEFORE)' : 'locksmith (BEFORE)', () => lockerOn(beforeCode, url), fair, ping)]
       : [];
   return [locksmith(false), locksmith(true), ...old(false), ...old(true), redisSemaphore(url), redlock(url)];
 }

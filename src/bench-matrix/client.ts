@@ -33,6 +33,12 @@ export interface BenchClient {
   acquire(lockId: string, options?: BenchAcquireOptions): Promise<BenchHold>;
   /** Close the connections; outstanding acquisitions may reject or be left behind. */
   close(): Promise<void>;
+  /**
+   * One plain round trip to the server this client's locks live on, over the connection its
+   * releases use (Redis: `PING`): the reference the hand-off row divides `release()` by.
+   * Clients that cannot send one leave it out (the row then prints n/a).
+   */
+  roundTrip?(): Promise<void>;
 }
 
 /** A lock library under test: a name and a way to make clients. */
@@ -68,8 +74,14 @@ export type LockerFactory = (options?: Partial<LockerOptions>) => Locker;
 /** What a row accepts: a contender, or a locksmith `Locker` factory (then the row's `fair` applies). */
 export type BenchSource = Contender | LockerFactory;
 
+/**
+ * One plain round trip over the connection `locker`'s releases use (a script that builds the
+ * locker's backend over its own driver client can send it; see {@link BenchClient.roundTrip}).
+ */
+export type LockerRoundTrip = (locker: Locker) => Promise<unknown>;
+
 /** A client over one `Locker`: `onQueued` comes from the locker's `waiting` event. */
-function lockerClient(locker: Locker, fair: boolean): BenchClient {
+function lockerClient(locker: Locker, fair: boolean, roundTrip?: LockerRoundTrip): BenchClient {
   // Waiting events name the lock, not the call: callbacks of one lockId are served in order,
   // which is exact for one waiter and right in number for many (all the rows need).
   const queued = new Map<string, (() => void)[]>();
@@ -93,12 +105,13 @@ function lockerClient(locker: Locker, fair: boolean): BenchClient {
       }
     },
     close: () => locker.close(),
+    ...(roundTrip ? { roundTrip: async () => void (await roundTrip(locker)) } : {}),
   };
 }
 
-/** locksmith as a contender: each client is a new `Locker` from `make`. */
-export function lockerContender(name: string, make: LockerFactory, fair = false): Contender {
-  return { name, fair, reportsQueued: true, client: () => lockerClient(make(), fair) };
+/** locksmith as a contender: each client is a new `Locker` from `make` (with `roundTrip`, its clients can send one). */
+export function lockerContender(name: string, make: LockerFactory, fair = false, roundTrip?: LockerRoundTrip): Contender {
+  return { name, fair, reportsQueued: true, client: () => lockerClient(make(), fair, roundTrip) };
 }
 
 /** The contender a row runs: `source` itself, or locksmith over the factory. */

@@ -5,7 +5,7 @@
  */
 import { cpus, loadavg } from 'node:os';
 import type { Contender } from './client.js';
-import { handoffNote, runHotRounds, runLatencies, runMatrix, type MatrixOptions, type MatrixResult } from './run.js';
+import { handoffNote, roundTripLine, runHotRounds, runLatencies, runMatrix, type MatrixOptions, type MatrixResult } from './run.js';
 
 /** The machine a run happened on (figures compare only within one run). */
 export interface MachineInfo {
@@ -50,15 +50,15 @@ function latencyTable(results: readonly MatrixResult[]): string[] {
   const w = results.find((r) => r.waiters)?.waiters?.waiters;
   const k = results.find((r) => r.keys)?.keys?.keys;
   const lines = [
-    `| library | uncontended p50 / p99 (ms) | release() alone p50 | hand-off p50 / p99 (ms) | release() with a waiter p50 | hand-off, 2 processes p50 / p99 | ${k ?? 0} keys: acquires/s | ${w ?? 0} waiters: server ops/s idle | KiB heap per waiter | drain (ms) |`,
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    `| library | uncontended p50 / p99 (ms) | release() alone p50 | hand-off p50 / p99 (ms) | release() with a waiter p50 | idle round trip p50 | hand-off, 2 processes p50 / p99 | ${k ?? 0} keys: acquires/s | ${w ?? 0} waiters: server ops/s idle | KiB heap per waiter | drain (ms) |`,
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of results) {
     const ws = r.waiters;
     const drain = ws ? `${f(ws.drainMs, 0)}${ws.drained < ws.waiters ? ` (${ws.drained} of ${ws.waiters})` : ''}` : 'n/a';
     const h2 = r.handoffRemote;
     lines.push(
-      `| ${r.name} | ${f(r.uncontended.p50, 3)} / ${f(r.uncontended.p99, 3)} | ${f(r.uncontended.release.p50, 3)} | ${f(r.handoff.p50, 3)} / ${f(r.handoff.p99, 3)} | ${f(r.handoff.release.p50, 3)} | ${h2 ? `${f(h2.p50, 3)} / ${f(h2.p99, 3)}` : 'n/a'} | ${f(r.keys?.acquiresPerSec, 0)} | ${f(ws?.idleOpsPerSec, 1)} | ${f(ws ? ws.heapPerWaiterBytes / 1024 : undefined, 1)} | ${drain} |`,
+      `| ${r.name} | ${f(r.uncontended.p50, 3)} / ${f(r.uncontended.p99, 3)} | ${f(r.uncontended.release.p50, 3)} | ${f(r.handoff.p50, 3)} / ${f(r.handoff.p99, 3)} | ${f(r.handoff.release.p50, 3)} | ${f(r.roundTrip?.idle.p50, 3)} | ${h2 ? `${f(h2.p50, 3)} / ${f(h2.p99, 3)}` : 'n/a'} | ${f(r.keys?.acquiresPerSec, 0)} | ${f(ws?.idleOpsPerSec, 1)} | ${f(ws ? ws.heapPerWaiterBytes / 1024 : undefined, 1)} | ${drain} |`,
     );
   }
   return lines;
@@ -127,6 +127,14 @@ export function formatRatios(results: readonly MatrixResult[]): string[] {
   return lines;
 }
 
+/**
+ * `release()` with a waiter divided by one plain round trip of the same client after the same
+ * idle, one line per library that can send one (peers too: the ratio is each library's own).
+ */
+export function formatRoundTripRatios(results: readonly MatrixResult[]): string[] {
+  return results.filter((r) => r.roundTrip).map((r) => `${r.name}: ${roundTripLine(r)}`);
+}
+
 /** The comparison as text: both tables, hand-off notes, ratios (lower-is-better rows: < 1 is better). */
 export function formatComparison(results: readonly MatrixResult[], o: { readonly criticalMs?: number } = {}): string[] {
   const notes = results.flatMap((r) => [
@@ -134,6 +142,7 @@ export function formatComparison(results: readonly MatrixResult[], o: { readonly
     ...(r.handoffRemote ? [`- ${r.name}: hand-off ${handoffNote(r.handoffRemote)}`] : []),
   ]);
   const ratios = formatRatios(results);
+  const trips = formatRoundTripRatios(results);
   return [
     ...latencyTable(results),
     '',
@@ -141,6 +150,9 @@ export function formatComparison(results: readonly MatrixResult[], o: { readonly
     '',
     ...notes,
     ...(ratios.length > 0 ? ['', 'ratios against the best peer of this run (latencies, waits, idle ops: < 1 is better):', ...ratios] : []),
+    ...(trips.length > 0
+      ? ['', "release() with a waiter against one round trip of the holder's client to the same server after the same idle:", ...trips]
+      : []),
   ];
 }
 

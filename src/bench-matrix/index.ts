@@ -12,6 +12,7 @@ export {
   type BenchSource,
   type Contender,
   type LockerFactory,
+  type LockerRoundTrip,
 } from './client.js';
 export {
   benchHandoff,
@@ -28,7 +29,14 @@ export {
   type WaitersOptions,
   type WaitersResult,
 } from './matrix.js';
-export { benchLatencies, monoMs, type LatencyOptions, type LatencyResult, type UncontendedResult } from './latency.js';
+export {
+  benchLatencies,
+  monoMs,
+  type LatencyOptions,
+  type LatencyResult,
+  type RoundTripResult,
+  type UncontendedResult,
+} from './latency.js';
 export { forkedContender, forkedUrl, serveForked } from './remote.js';
 export {
   formatMatrix,
@@ -43,6 +51,7 @@ export {
 export {
   formatComparison,
   formatRatios,
+  formatRoundTripRatios,
   jsonLines,
   machineInfo,
   runComparison,

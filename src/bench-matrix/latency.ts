@@ -42,6 +42,18 @@ export interface HandoffResult extends Percentiles {
   readonly release: Percentiles;
 }
 
+/**
+ * The reference the hand-off row's `release()` is compared with: one plain round trip (Redis:
+ * `PING`) from the holder's client, over its own connection, after the same idle as the
+ * hand-off sample before it (nobody else touching the server meanwhile).
+ */
+export interface RoundTripResult {
+  /** The first round trip after the idle (what `release()` with a waiter is divided by). */
+  readonly idle: Percentiles;
+  /** A second round trip at once after it (warm: what the idle costs is `idle` − `warm`). */
+  readonly warm: Percentiles;
+}
+
 /** Result of the uncontended row. */
 export interface UncontendedResult extends Percentiles {
   /** The `release()` part of each cycle alone (one round trip with no waiter). */
@@ -55,6 +67,8 @@ export interface LatencyResult {
   readonly handoff: HandoffResult;
   /** The waiter in a second process (contenders with `remote` only). */
   readonly handoffRemote: HandoffResult | undefined;
+  /** One round trip after the same idle (clients with `roundTrip` only). */
+  readonly roundTrip: RoundTripResult | undefined;
 }
 
 /** Monotonic time in ms; `process.hrtime` is CLOCK_MONOTONIC, the same clock in every process of the machine. */
@@ -79,12 +93,21 @@ interface Lane {
   readonly cycles: number[];
   readonly releases: number[];
   readonly hand: { readonly local: Sample[]; readonly remote: Sample[] };
+  readonly trips: { readonly idle: number[]; readonly warm: number[] };
 }
 
 interface Sample {
   readonly handoffMs: number;
   readonly releaseMs: number;
+  /** How long the waiter was left idle before the release (ms). */
+  readonly idleMs: number;
 }
+
+/** The idle a waiter is left in, drawn per sample. */
+const drawIdle = (o: HandoffOptions): number => {
+  const min = o.idleMinMs ?? 20;
+  return min + Math.random() * ((o.idleMaxMs ?? 50) - min);
+};
 
 async function openLane(c: Contender): Promise<Lane> {
   const [one, a, b] = await Promise.all([c.client(), c.client(), c.client()]);
@@ -92,7 +115,7 @@ async function openLane(c: Contender): Promise<Lane> {
   const lockId = unique('lat');
   // Connect and load scripts / sessions before anything is measured.
   for (const client of [one, a, b, remote]) if (client) await (await client.acquire(`${lockId}:warm`)).release();
-  return { c, one, a, b, remote, lockId, cycles: [], releases: [], hand: { local: [], remote: [] } };
+  return { c, one, a, b, remote, lockId, cycles: [], releases: [], hand: { local: [], remote: [] }, trips: { idle: [], warm: [] } };
 }
 
 /** `cycles` lock + release cycles of one client on one id; recorded unless `warmUp`. */
@@ -124,8 +147,8 @@ async function handoffSample(c: Contender, a: BenchClient, b: BenchClient, lockI
   const next = b
     .acquire(lockId, c.reportsQueued ? { onQueued: () => ((queued = true), onQueued()) } : {})
     .then((h): [BenchHold, number] => [h, h.heldAtMs ?? monoMs()]);
-  const min = o.idleMinMs ?? 20;
-  await sleep(min + Math.random() * ((o.idleMaxMs ?? 50) - min));
+  const idleMs = drawIdle(o);
+  await sleep(idleMs);
   // (A grant before any queued report would be a broken lock: do not hang on it.)
   if (!queued) await Promise.race([queuedNow, next]);
   const t0 = monoMs();
@@ -133,7 +156,23 @@ async function handoffSample(c: Contender, a: BenchClient, b: BenchClient, lockI
   const releaseMs = monoMs() - t0;
   const [got, t1] = await next;
   await got.release();
-  return { handoffMs: t1 - t0, releaseMs };
+  return { handoffMs: t1 - t0, releaseMs, idleMs };
+}
+
+/**
+ * The reference of a hand-off sample: the holder's client `a`, after the same idle `idleMs`
+ * (nobody queued, nothing in flight: no library touches the server meanwhile), sends one plain
+ * round trip, then a second at once; both are recorded.
+ */
+async function roundTripSample(a: BenchClient, idleMs: number, into: Lane['trips']): Promise<void> {
+  if (!a.roundTrip) return;
+  await sleep(idleMs);
+  const t0 = monoMs();
+  await a.roundTrip();
+  const t1 = monoMs();
+  await a.roundTrip();
+  into.idle.push(t1 - t0);
+  into.warm.push(monoMs() - t1);
 }
 
 const summary = (samples: readonly Sample[], processes: 1 | 2, o: HandoffOptions): HandoffResult => ({
@@ -170,8 +209,10 @@ export async function benchLatencies(
     progress?.(`latency: ${handoffRounds} hand-off rounds`);
     for (let r = 0; r < handoffRounds && (r < 3 || performance.now() < stopAt); r++) {
       for (const lane of rotated(lanes, r)) {
-        lane.hand.local.push(await handoffSample(lane.c, lane.a, lane.b, `${lane.lockId}:h`, h));
+        const local = await handoffSample(lane.c, lane.a, lane.b, `${lane.lockId}:h`, h);
+        lane.hand.local.push(local);
         if (lane.remote) lane.hand.remote.push(await handoffSample(lane.c, lane.a, lane.remote, `${lane.lockId}:r`, h));
+        await roundTripSample(lane.a, local.idleMs, lane.trips);
       }
     }
     return new Map(
@@ -181,6 +222,7 @@ export async function benchLatencies(
           uncontended: { ...percentiles(l.cycles), release: percentiles(l.releases) },
           handoff: summary(l.hand.local, 1, h),
           handoffRemote: l.remote ? summary(l.hand.remote, 2, h) : undefined,
+          roundTrip: l.trips.idle.length > 0 ? { idle: percentiles(l.trips.idle), warm: percentiles(l.trips.warm) } : undefined,
         },
       ]),
     );

@@ -2,7 +2,14 @@
 import * as matrix from './matrix.js';
 import { contenderOf, type BenchSource, type Contender } from './client.js';
 import type { HotResult, KeysResult } from './matrix.js';
-import { benchLatencies, type HandoffOptions, type HandoffResult, type LatencyResult, type UncontendedResult } from './latency.js';
+import {
+  benchLatencies,
+  type HandoffOptions,
+  type HandoffResult,
+  type LatencyResult,
+  type RoundTripResult,
+  type UncontendedResult,
+} from './latency.js';
 import type { ServerProbe, WaitersResult } from './waiters.js';
 
 /** What to run. Every field has a default sized for a few seconds per row. */
@@ -56,6 +63,8 @@ export interface MatrixResult {
   readonly handoff: HandoffResult;
   /** The waiter in a second process (contenders with `remote`). */
   readonly handoffRemote: HandoffResult | undefined;
+  /** One plain round trip from the hand-off's holder after the same idle (clients with `roundTrip`). */
+  readonly roundTrip: RoundTripResult | undefined;
   readonly hot: readonly HotResult[];
   readonly keys: KeysResult | undefined;
   readonly waiters: WaitersResult | undefined;
@@ -129,8 +138,8 @@ export async function runMatrix(
           ...(o.waitersSettleMs === undefined ? {} : { unreportedSettleMs: o.waitersSettleMs }),
         })
       : undefined;
-  const { uncontended, handoff, handoffRemote } = lat;
-  return { name: c.name, peer: c.peer ?? false, fair: c.fair ?? fair, uncontended, handoff, handoffRemote, hot, keys, waiters };
+  const { uncontended, handoff, handoffRemote, roundTrip } = lat;
+  return { name: c.name, peer: c.peer ?? false, fair: c.fair ?? fair, uncontended, handoff, handoffRemote, roundTrip, hot, keys, waiters };
 }
 
 const ms = (x: number): string => `${x.toFixed(3)} ms`;
@@ -139,6 +148,20 @@ const ms = (x: number): string => `${x.toFixed(3)} ms`;
 export function handoffNote(h: HandoffResult): string {
   const where = h.processes === 1 ? 'holder and waiter in one process' : 'the waiter in a second process';
   return `${where}, waiter idle ${h.idleMs[0]}–${h.idleMs[1]} ms, release() took p50 ${ms(h.release.p50)} / p99 ${ms(h.release.p99)}`;
+}
+
+/** `release()` with a waiter against one round trip after the same idle, as one line. */
+export function roundTripLine(r: MatrixResult): string {
+  const t = r.roundTrip;
+  if (!t) return `${r.name}: no round trip measured`;
+  const ratio = (x: number): string => `${(x / t.idle.p50).toFixed(2)}×`;
+  const two = r.handoffRemote
+    ? `, waiter in a second process ${ms(r.handoffRemote.release.p50)} = ${ratio(r.handoffRemote.release.p50)}`
+    : '';
+  return (
+    `release() with a waiter p50 / idle round trip p50: ${ms(r.handoff.release.p50)} = ${ratio(r.handoff.release.p50)}${two} ` +
+    `(idle round trip p50 ${ms(t.idle.p50)} / p99 ${ms(t.idle.p99)}, n ${t.idle.n}; warm, at once after it, p50 ${ms(t.warm.p50)})`
+  );
 }
 
 /** The waiters row as one line. */
@@ -159,6 +182,7 @@ export function formatMatrix(r: MatrixResult): string[] {
   ];
   const h2 = r.handoffRemote;
   if (h2) lines.push(`hand-off, two processes: p50 ${ms(h2.p50)}, p99 ${ms(h2.p99)} (n ${h2.n}; ${handoffNote(h2)})`);
+  if (r.roundTrip) lines.push(roundTripLine(r));
   for (const h of r.hot) {
     const overlaps = h.overlaps > 0 ? `, ${h.overlaps} OVERLAPPING GRANTS` : '';
     lines.push(

@@ -58,6 +58,8 @@ export interface ServeOptions {
   readonly streams?: Partial<StreamOptions>;
   /** The version shown in the OpenAPI document. */
   readonly version?: string;
+  /** How long a hold's marker lives; a keepalive rolls it in its second half (docs/serve.md, "Design"). @default 3600000 */
+  readonly markerTtlMs?: number;
 }
 
 /** Defaults of {@link ServeLimits}. */
@@ -98,8 +100,13 @@ export async function buildServer(options: ServeOptions): Promise<FastifyInstanc
   });
   const store = options.records ? await recordStore(options.locker, backend, options.records) : options.locker;
   if (store !== options.locker) app.addHook('onClose', () => store.close());
-  const sessions = new Sessions(store, await store.backend());
+  const sessions = new Sessions(store, await store.backend(), options.markerTtlMs);
   const holds = new Holds(backend, sessions, limits.waitsPerSession);
+  // The replica's background work (write-downs, intents' idle removals) ends with it.
+  app.addHook('onClose', async () => {
+    holds.close();
+    sessions.close();
+  });
   const clients = guard(app, new Access(options.tokens, options.insecure ?? false), new RateLimit(limits.requestsPerSecond));
   const deps: RouteDeps = {
     locker: options.locker,

@@ -84,6 +84,14 @@ export class Holds {
   }
 
   /**
+   * Stop the write-downs' timer (the service closes): a hold granted less than WRITE_DOWN_MS
+   * before keeps its intent, from which any replica reads it back.
+   */
+  close(): void {
+    this.#writeDowns.clear();
+  }
+
+  /**
    * Acquire for a session; a retry with the same requestId answers the same grant. `read`:
    * the route's read of the session. `early`: the session's fixed attributes as this replica
    * knows them (Sessions.known): the first attempt then goes out beside the read, and is
@@ -115,7 +123,7 @@ export class Holds {
     const mine = early === undefined ? undefined : this.#granted.get(key);
     this.#granted.delete(key);
     this.#sessions.changed(session);
-    if (mine !== undefined) {
+    if (mine !== undefined && this.#current(mine)) {
       if (await this.#released(session, mine)) return true;
       // No longer held (its lease ended): the answer is the session's, as below.
       await reader();
@@ -126,12 +134,22 @@ export class Holds {
   }
 
   /**
+   * Whether this replica's memory of a hold still names its marker's holders: a keepalive
+   * (through any replica) rolls a full marker to new holders once half its life is over, so
+   * past a quarter of it the marker is read again (left behind, the rolled marker would
+   * report the released hold as lost). An intent's hold removes no marker.
+   */
+  #current(hold: Granted): boolean {
+    return hold.intent === true || performance.now() - hold.markedAt < this.#sessions.markerTtlMs / 4;
+  }
+
+  /**
    * Release a hold and remove its full marker with it (left behind, it would report the hold
    * as lost). A hold read back from an intent leaves the intent to the replica that wrote it,
    * which removes it once unused (intents.ts); a release that failed keeps it in use, so the
    * hold stays renewed.
    */
-  async #released(session: string, hold: Granted): Promise<boolean> {
+  async #released(session: string, hold: HoldInfo & { readonly lasting?: Lasting }): Promise<boolean> {
     if (hold.intent === true) {
       const released = await this.#backend.release(hold.grant);
       if (hold.lasting !== undefined) this.#sessions.done(session, hold.lockId, hold.lasting);
@@ -225,8 +243,9 @@ export class Holds {
       // Granted as the client went away: nobody would know of this hold, so give it back.
       signal.throwIfAborted();
       if (input.clientGone?.() === true) throw new ServeError(499, 'CLIENT_GONE', 'the client went away');
-      if (lasting === undefined) return await this.#sessions.remember(session, grant, input.requestId);
-      return { ...holdOf(await lasting.marker, grant), lasting };
+      if (lasting === undefined)
+        return { ...(await this.#sessions.remember(session, grant, input.requestId)), markedAt: performance.now() };
+      return { ...holdOf(await lasting.marker, grant), lasting, markedAt: performance.now() };
     } catch (err) {
       await this.#backend.release(grant).catch(() => undefined);
       if (lasting !== undefined) this.#sessions.done(session.id, grant.lockId, lasting);
@@ -247,7 +266,7 @@ export class Holds {
       return;
     }
     // The full marker stands for the hold now: the intent is no longer needed for it.
-    this.#granted.set(key, full);
+    this.#granted.set(key, { ...full, markedAt: performance.now() });
     if (hold.lasting !== undefined) this.#sessions.done(session.id, hold.lockId, hold.lasting);
   }
 
@@ -308,8 +327,11 @@ export class Holds {
   }
 }
 
-/** A hold this replica granted, with the intent it uses (given back when it is released here). */
-type Granted = HoldInfo & { readonly lasting?: Lasting };
+/**
+ * A hold this replica granted, with the intent it uses (given back when it is released here)
+ * and when its marker was written or read (performance.now()).
+ */
+type Granted = HoldInfo & { readonly lasting?: Lasting; readonly markedAt: number };
 
 /** The read of a session whose first attempt went out beside it; a grant is given back when it fails. */
 async function confirmed(read: Promise<SessionInfo>, got: AcquireResult, backend: Backend): Promise<void> {

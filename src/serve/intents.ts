@@ -17,10 +17,11 @@ import type { HoldInfo, IntentInfo } from './markers.js';
 /** An unused intent is removed after this long (ms): a session's next acquire of the lock reuses it meanwhile. */
 export const IDLE_MS = 1_000;
 /**
- * A replica reuses an intent it wrote for at most this long (ms): with a wait of at most five
- * minutes, a grant under it comes before a keepalive may roll it (after half of its hour).
+ * A replica reuses an intent it wrote for at most this long (ms), and at most a third of the
+ * marker's life: with a wait of at most five minutes, a grant under it comes before a
+ * keepalive may roll it (in the second half of its hour).
  */
-const REUSE_MS = 20 * 60_000;
+export const REUSE_MS = 20 * 60_000;
 /** How many intents a replica keeps in use or idle (a saving: past it, an acquire writes its own). */
 const MAX_LASTING = 100_000;
 
@@ -85,10 +86,18 @@ export class Intents {
   readonly #store: IntentStore;
   readonly #lasting = new Map<string, Lasting>();
   readonly #idle = new Later(IDLE_MS);
+  readonly #reuseMs: number;
 
-  constructor(backend: Backend, store: IntentStore) {
+  /** `markerTtlMs`: how long the store's markers live (an intent is reused for a third of it at most). */
+  constructor(backend: Backend, store: IntentStore, markerTtlMs: number) {
     this.#backend = backend;
     this.#store = store;
+    this.#reuseMs = Math.min(REUSE_MS, markerTtlMs / 3);
+  }
+
+  /** Stop the idle removals' timer (the service closes; an intent left behind means nothing, and ends with its marker's life). */
+  close(): void {
+    this.#idle.clear();
   }
 
   /** Whether an acquire of `kind` writes an intent beside its first attempt (else a full marker after the grant). */
@@ -103,7 +112,7 @@ export class Intents {
   use(session: string, lockId: string): Lasting {
     const key = `${session}\u0000${lockId}`;
     let entry = this.#lasting.get(key);
-    if (entry === undefined || performance.now() - entry.writtenAt > REUSE_MS) {
+    if (entry === undefined || performance.now() - entry.writtenAt > this.#reuseMs) {
       if (entry !== undefined) this.#lasting.delete(key);
       const fresh: Lasting = { marker: this.#store.write(session, lockId), writtenAt: performance.now(), users: 0, uses: 0 };
       // A marker that could not be written is never reused: the next acquire writes again.

@@ -20,6 +20,14 @@ export class Later {
     if (this.#timer === undefined) this.#arm(this.#delayMs);
   }
 
+  /** Drop what is queued and stop the timer (the owner closes). */
+  clear(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#queue = [];
+    this.#head = 0;
+  }
+
   #arm(ms: number): void {
     this.#timer = setTimeout(() => this.#fire(), Math.max(1, Math.ceil(ms)));
     this.#timer.unref();

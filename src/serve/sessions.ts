@@ -26,7 +26,7 @@ import {
 } from './markers.js';
 import { encodeIdentity, randomId, Records, RESERVED_PREFIX } from './records.js';
 
-/** How long a hold's marker lives before a keepalive rolls it (it is rolled at half). */
+/** How long a hold's marker lives by default; a keepalive rolls it in its second half (ms). */
 export const MARKER_TTL_MS = 3_600_000;
 
 /** A session as read back from its record. */
@@ -112,21 +112,33 @@ export class Sessions {
    */
   readonly #renewed = new BoundedMap<string, { readonly until: number; readonly holds: number | undefined }>(MAX_KNOWN);
   readonly #intents: Intents;
+  /** How long a marker lives (a keepalive rolls it once less than half is left). */
+  readonly markerTtlMs: number;
 
-  constructor(locker: Locker, backend: Backend) {
+  constructor(locker: Locker, backend: Backend, markerTtlMs = MARKER_TTL_MS) {
     this.#locker = locker;
     this.#backend = backend;
+    this.markerTtlMs = markerTtlMs;
     this.#records = new Records(backend);
     this.#indexed = backend.capabilities.permits;
-    this.#intents = new Intents(backend, {
-      write: async (session, lockId) => {
-        const id = indexLock(session);
-        const marker = await this.#records.writeGrant(id, session, MARKER_TTL_MS, intentIdentity(lockId), INDEX_PERMITS);
-        if (!marker) throw new LocksmithError('BACKEND_UNAVAILABLE', `could not record the hold of '${lockId}'`);
-        return { lockId, markerId: id, markerOwners: [marker.ownerId], markerLeftMs: MARKER_TTL_MS };
+    this.#intents = new Intents(
+      backend,
+      {
+        write: async (session, lockId) => {
+          const id = indexLock(session);
+          const marker = await this.#records.writeGrant(id, session, this.markerTtlMs, intentIdentity(lockId), INDEX_PERMITS);
+          if (!marker) throw new LocksmithError('BACKEND_UNAVAILABLE', `could not record the hold of '${lockId}'`);
+          return { lockId, markerId: id, markerOwners: [marker.ownerId], markerLeftMs: this.markerTtlMs };
+        },
+        remove: (intent) => this.forget(intent),
       },
-      remove: (intent) => this.forget(intent),
-    });
+      markerTtlMs,
+    );
+  }
+
+  /** Stop this replica's background work on intents (the service closes). */
+  close(): void {
+    this.#intents.close();
   }
 
   /** Whether a session's one read has its holds (an index record). */
@@ -241,7 +253,7 @@ export class Sessions {
       const hold = current[i] as HoldInfo;
       if (r.status === 'fulfilled') {
         holds += 1;
-        if (hold.markerLeftMs !== undefined && hold.markerLeftMs < MARKER_TTL_MS / 2) await this.#rollMarker(hold);
+        if (this.#rollDue(hold)) await this.#rollMarker(hold);
       } else {
         if (!isLocksmithError(r.reason, 'LOCK_LOST')) throw r.reason;
         lost.push(hold);
@@ -289,7 +301,7 @@ export class Sessions {
       return;
     }
     await this.#backend.extend(own.grant, leaseOf(session.ttlMs));
-    if (own.markerLeftMs !== undefined && own.markerLeftMs < MARKER_TTL_MS / 2) await this.#rollMarker(own);
+    if (this.#rollDue(own)) await this.#rollMarker(own);
   }
 
   /** Release every hold, then remove the record. */
@@ -333,7 +345,7 @@ export class Sessions {
   }
 
   async #mark(id: string, grant: Grant, requestId: string | undefined): Promise<HoldInfo> {
-    const marker = await this.#records.writeGrant(id, grant.ownerId, MARKER_TTL_MS, holdIdentity(grant, requestId), permitsOf(id));
+    const marker = await this.#records.writeGrant(id, grant.ownerId, this.markerTtlMs, holdIdentity(grant, requestId), permitsOf(id));
     if (!marker) throw new LocksmithError('BACKEND_UNAVAILABLE', `could not record the hold of '${grant.lockId}'`);
     const hold = {
       lockId: grant.lockId,
@@ -341,7 +353,7 @@ export class Sessions {
       grant,
       markerId: id,
       markerOwners: [marker.ownerId],
-      markerLeftMs: MARKER_TTL_MS,
+      markerLeftMs: this.markerTtlMs,
     };
     return requestId === undefined ? hold : { ...hold, requestId };
   }
@@ -384,11 +396,16 @@ export class Sessions {
     return out;
   }
 
+  /** Whether a keepalive rolls this marker: less than half of its life is left. */
+  #rollDue(hold: HoldInfo): boolean {
+    return hold.markerLeftMs !== undefined && hold.markerLeftMs < this.markerTtlMs / 2;
+  }
+
   /** Roll a marker as what it is: an intent stays one (left behind, it means nothing). */
   async #rollMarker(hold: HoldInfo): Promise<void> {
     const g = hold.grant;
     const identity = hold.intent ? intentIdentity(g.lockId) : holdIdentity(g, hold.requestId);
-    await this.#records.roll(hold.markerId, hold.grant.ownerId, MARKER_TTL_MS, identity, hold.markerOwners, permitsOf(hold.markerId));
+    await this.#records.roll(hold.markerId, hold.grant.ownerId, this.markerTtlMs, identity, hold.markerOwners, permitsOf(hold.markerId));
   }
 }
 

@@ -258,3 +258,24 @@ test('a comparison runs the hot-lock rows in alternating rounds', async () => {
   // Two rounds, the order rotated: A B | B A.
   assert.ok(turns.length >= 3, `the libraries take turns in the hot rows (${turns.join(', ')})`);
 });
+
+test('the hand-off row times one round trip of the holder after the same idle, and prints release() against it', async () => {
+  const url = memory();
+  let trips = 0;
+  // memory:// has no server: a round trip here is a resolved promise, counted.
+  const pinging = lockerContender(
+    'locksmith',
+    () => createLocker(url),
+    false,
+    async () => (trips += 1),
+  );
+  const results = await runComparison([pinging, silentPeer('peer')], { ...quick, contenders: [], keys: 0, waiters: 0 });
+  const [mine, peer] = results;
+  assert.equal(mine?.roundTrip?.idle.n, 4, 'one reference per hand-off sample');
+  assert.equal(mine.roundTrip.warm.n, 4);
+  assert.equal(trips, 8, 'an idle round trip and a warm one per sample');
+  assert.equal(peer?.roundTrip, undefined, 'a client without roundTrip gets none');
+  const text = formatComparison(results).join('\n');
+  assert.match(text, /locksmith: release\(\) with a waiter p50 \/ idle round trip p50: [\d.]+ ms = [\d.]+×/);
+  assert.doesNotMatch(text, /peer: release\(\) with a waiter p50 \/ idle round trip/);
+});
