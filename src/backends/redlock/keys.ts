@@ -2,7 +2,8 @@
  * The keys of one lock on every Redlock master (`rl` lease, `rt` token register, `ri` holder's
  * record, `rc` release channel; scripts.ts has the table), built once per lock id and kept: an
  * uncontended cycle used to build them (a regex test, a hash tag and four strings) on every
- * attempt and again on the release (docs/benchmarks.md, "Redlock: the client side").
+ * attempt and again on the release (docs/benchmarks.md, "Redlock: the client side, and
+ * resolving on a majority").
  */
 import { BoundedMap } from '../kit.js';
 import { keyBase, whoRecord } from '../redis-wire/keys.js';
