@@ -59,22 +59,31 @@ export function lockerFor(clients: readonly CompatClient[], drift?: number): Loc
 /** Told once when a watched hold is lost (the `LockLostError`). */
 export type LossListener = (error: LockLostError) => void;
 
+/** One watch: the hold and who is told of its loss. */
+interface Watch {
+  readonly hold: Hold;
+  readonly listener: LossListener;
+}
+
 /**
  * The losses of one locker's holds, told to whoever watches each: ONE `lost` listener per
  * locker instead of an abort listener per hold, whose signal (an AbortController per hold)
  * cost 5–7 µs of a shim's uncontended cycle (docs/benchmarks.md, "Compat shims"). A hold is
- * named by kind, lock id and fencing token, which no other hold of that lock shares.
+ * named by kind, lock id and fencing token; two holds of this locker share those only when one
+ * joined the other's hold on the server (`acquiredExternally`), so a watcher is told only when
+ * its own hold is no longer held.
  */
 export class LossRouter {
-  readonly #watchers = new Map<string, LossListener[]>();
+  /** By lock id: a string key made without formatting the token (a bigint) on every acquisition. */
+  readonly #watchers = new Map<string, Watch[]>();
 
   constructor(locker: Locker) {
     locker.on('lost', (e) => {
-      const key = holdKey(e.kind, e.lockId, e.token);
-      const listeners = this.#watchers.get(key);
-      if (listeners === undefined) return;
-      this.#watchers.delete(key);
-      for (const listener of listeners) tell(listener, e.error);
+      const watches = this.#watchers.get(e.lockId);
+      if (watches === undefined) return;
+      const lost = watches.filter((w) => w.hold.token === e.token && w.hold.kind === e.kind && !w.hold.held);
+      for (const w of lost) this.#drop(w);
+      for (const w of lost) tell(w.listener, e.error);
     });
   }
 
@@ -83,22 +92,24 @@ export class LossRouter {
    * already lost (between its grant and this call) is told at once.
    */
   watch(hold: Hold, listener: LossListener): () => void {
-    const key = holdKey(hold.kind, hold.lockId, hold.token);
-    const listeners = this.#watchers.get(key);
-    if (listeners) listeners.push(listener);
-    else this.#watchers.set(key, [listener]);
-    const unwatch = (): void => {
-      const now = this.#watchers.get(key);
-      if (now === undefined) return;
-      const rest = now.filter((l) => l !== listener);
-      if (rest.length > 0) this.#watchers.set(key, rest);
-      else this.#watchers.delete(key);
-    };
+    const watch: Watch = { hold, listener };
+    const watches = this.#watchers.get(hold.lockId);
+    if (watches) watches.push(watch);
+    else this.#watchers.set(hold.lockId, [watch]);
+    const unwatch = (): void => this.#drop(watch);
     if (!hold.held) {
       unwatch();
       tell(listener, hold.signal.reason as LockLostError);
     }
     return unwatch;
+  }
+
+  #drop(watch: Watch): void {
+    const watches = this.#watchers.get(watch.hold.lockId);
+    const at = watches?.indexOf(watch) ?? -1;
+    if (watches === undefined || at < 0) return;
+    if (watches.length === 1) this.#watchers.delete(watch.hold.lockId);
+    else watches.splice(at, 1);
   }
 }
 
@@ -114,10 +125,6 @@ function tell(listener: LossListener, error: LockLostError): void {
       throw err;
     });
   }
-}
-
-function holdKey(kind: string, lockId: string, token: bigint): string {
-  return `${kind}\0${lockId}\0${token}`;
 }
 
 const routers = new WeakMap<Locker, LossRouter>();

@@ -10,15 +10,27 @@ import type { MultiLock } from '../lock-all.js';
 
 /** A {@link MultiLock} of exactly one lock. */
 export class OneLock implements MultiLock {
-  readonly lockIds: readonly string[];
-  readonly locks: readonly Hold[];
   readonly #lock: Hold;
+  #lockIds: readonly string[] | undefined;
+  #locks: readonly Hold[] | undefined;
   #releasing: Promise<void> | undefined;
 
   constructor(lock: Hold) {
     this.#lock = lock;
-    this.lockIds = Object.freeze([lock.lockId]);
-    this.locks = Object.freeze([lock]);
+  }
+
+  /** The one lock. */
+  get lock(): Hold {
+    return this.#lock;
+  }
+
+  /** Made when first read: an acquire + release never reads them. */
+  get lockIds(): readonly string[] {
+    return (this.#lockIds ??= Object.freeze([this.#lock.lockId]));
+  }
+
+  get locks(): readonly Hold[] {
+    return (this.#locks ??= Object.freeze([this.#lock]));
   }
 
   get tokens(): ReadonlyMap<string, bigint> {

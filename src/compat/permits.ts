@@ -23,7 +23,8 @@ export interface HoldSettings {
 /** Longest single notification wait on one slot before the other slots are tried again. */
 const SLOT_WAIT_MS = 100;
 
-function left(budget: Budget): number {
+/** The ms left of `budget`'s wait (0 once its deadline passed). */
+export function waitLeft(budget: Budget): number {
   return Math.max(0, Math.ceil(budget.deadline - performance.now()));
 }
 
@@ -33,7 +34,7 @@ function left(budget: Budget): number {
  */
 export async function firstThenWait<T>(budget: Budget, take: (waitMs: number) => Promise<T | null>): Promise<T | null> {
   const first = await take(0);
-  const remaining = left(budget);
+  const remaining = waitLeft(budget);
   return first !== null || remaining <= 0 ? first : take(remaining);
 }
 
@@ -127,7 +128,7 @@ export async function acquireSlot(
       const hold = await locker.tryLock(`${lockId}:${(first + k) % limit}`, { ...settings, waitMs: 0, ...withSignal(budget) });
       if (hold) return hold;
     }
-    const remaining = left(budget);
+    const remaining = waitLeft(budget);
     if (remaining <= 0) return null;
     const wait = Math.min(remaining, Math.max(retryInterval, SLOT_WAIT_MS));
     const hold = await locker.tryLock(`${lockId}:${first}`, { ...settings, waitMs: wait, ...withSignal(budget) });

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Lock as Hold } from '../lock.js';
 import type { Locker } from '../locker.js';
 import { lockerFor, lossRouter, type CompatClient } from './clients.js';
-import { acquirePermits, acquireSlot, firstThenWait, type Budget } from './permits.js';
+import { acquirePermits, acquireSlot, waitLeft, type Budget } from './permits.js';
 
 /** A user's ioredis client. */
 export type RedisClient = CompatClient;
@@ -72,15 +72,38 @@ interface Held {
   readonly holds: readonly Hold[];
 }
 
-/** Lease settings of each hold (made once per lock object, not per call). */
-type HoldSettings = Readonly<{ ttlMs: number; autoExtend: false; owner: string }>;
+/** Lease settings of each hold, with the owner only once the identifier is fixed (see `identifier`). */
+type HoldSettings = Readonly<{ ttlMs: number; autoExtend: false; owner?: string }>;
+/** The settings of one attempt. */
+type Attempt = HoldSettings & { readonly waitMs: number; readonly signal?: AbortSignal };
+
+/**
+ * The settings of a lock without a fixed identifier, shared by every lock object of the last
+ * `lockTimeout` used: a `new Mutex` per use then makes no settings objects of its own.
+ */
+let shared: { readonly ttlMs: number; readonly settings: HoldSettings; readonly first: Attempt } | undefined;
+
+function unowned(ttlMs: number): { readonly settings: HoldSettings; readonly first: Attempt } {
+  if (shared?.ttlMs !== ttlMs) {
+    const settings: HoldSettings = Object.freeze({ ttlMs, autoExtend: false });
+    shared = { ttlMs, settings, first: Object.freeze({ ...settings, waitMs: 0 }) };
+  }
+  return shared;
+}
 
 /** The common life cycle: acquire, refresh on a timer, detect loss, release. */
 export abstract class Lock {
   protected abstract readonly _kind: string;
   protected readonly _key: string;
   protected readonly _locker: Locker;
-  readonly #identifier: string;
+  /**
+   * The holder's id once fixed: given, or first read (see `identifier`). Until then each
+   * hold gets locksmith's own owner id: an explicit owner costs an acquisition its
+   * validation and the locker's re-entry bookkeeping (docs/benchmarks.md, "Compat shims").
+   */
+  #identifier: string | undefined;
+  /** The owner id of the last hold taken while the identifier was not fixed. */
+  #lastOwner: string | undefined;
   readonly #lockTimeout: number;
   readonly #acquireTimeout: number;
   readonly #attemptsLimit: number;
@@ -88,9 +111,10 @@ export abstract class Lock {
   readonly #refreshMs: number;
   readonly #onLockLost: LockLostCallback;
   #acquiredExternally: boolean;
-  readonly #settings: HoldSettings;
+  /** Made when first needed, and again once the identifier is fixed. */
+  #settings: HoldSettings | undefined;
   /** The first, one-shot attempt without a caller's signal (the common case): one object per lock. */
-  readonly #firstAttempt: HoldSettings & { readonly waitMs: 0 };
+  #firstAttempt: Attempt | undefined;
   #held: Held | undefined;
   /** Stops watching the current hold(s) for loss. */
   #unwatch: (() => void) | undefined;
@@ -107,7 +131,8 @@ export abstract class Lock {
     if (acquiredExternally && !identifier) throw new Error('acquiredExternally=true meanless without custom identifier');
     this._key = key;
     this._locker = lockerFor(clients);
-    this.#identifier = identifier ?? randomUUID();
+    // A given identifier is the holder's owner id, so that `acquiredExternally` can find the hold it names.
+    this.#identifier = identifier;
     this.#acquiredExternally = acquiredExternally === true;
     this.#lockTimeout = options.lockTimeout ?? defaultTimeoutOptions.lockTimeout;
     this.#acquireTimeout = options.acquireTimeout ?? defaultTimeoutOptions.acquireTimeout;
@@ -117,13 +142,20 @@ export abstract class Lock {
     // A refresh at 0.8 of the lease leaves one slow round trip between the holder and a loss.
     this.#refreshMs = refresh > 0 ? Math.max(1, Math.min(refresh, Math.floor(this.#lockTimeout / 3))) : 0;
     this.#onLockLost = options.onLockLost ?? defaultOnLockLost;
-    // The identifier is the holder's owner id, so that `acquiredExternally` can find the hold it names.
-    this.#settings = Object.freeze({ ttlMs: this.#lockTimeout, autoExtend: false, owner: this.#identifier });
-    this.#firstAttempt = Object.freeze({ ...this.#settings, waitMs: 0 });
   }
 
-  /** This holder's id. */
+  /**
+   * This holder's id: the given one, else a random UUID when read before any acquisition, or
+   * the owner id of the hold taken (while or after holding). Fixed from its first read: later
+   * acquisitions take their holds under it, so another object given it (with
+   * `acquiredExternally`) finds them (read while an acquisition is in flight, from the next one).
+   */
   get identifier(): string {
+    if (this.#identifier === undefined) {
+      this.#identifier = this.#lastOwner ?? randomUUID();
+      this.#settings = undefined;
+      this.#firstAttempt = undefined;
+    }
     return this.#identifier;
   }
 
@@ -149,10 +181,11 @@ export abstract class Lock {
 
   /** Acquire within `acquireTimeout` (and `acquireAttemptsLimit`): true, or false when not. */
   async tryAcquire(abortSignal?: AbortSignal): Promise<boolean> {
-    const held = this.#acquiredExternally ? await this.#adopt() : await this._take(this.#budget(abortSignal));
+    const held = this.#acquiredExternally ? await this.#adopt() : await this._take(performance.now(), abortSignal);
     if (held === null) return false;
     this.#acquiredExternally = false;
     this.#held = held;
+    if (this.#identifier === undefined) this.#lastOwner = held.holds[0]?.ownerId;
     if (this.#refreshMs > 0) this.#startRefresh(held);
     this.#watch(held);
     return true;
@@ -178,30 +211,40 @@ export abstract class Lock {
     else await Promise.all(held.holds.map((h) => h.release()));
   }
 
-  /** Take the lock within `budget`: the holds, or null. */
-  protected abstract _take(budget: Budget): Promise<Held | null>;
+  /**
+   * Take the lock within the budget of an acquisition that began at `start`
+   * (`performance.now()`): the holds, or null.
+   */
+  protected abstract _take(start: number, signal: AbortSignal | undefined): Promise<Held | null>;
 
   /** The locksmith lock id of this lock (redis-semaphore's key naming, under locksmith's prefix). */
   protected abstract _lockId(): string;
 
   /** Lease settings of each hold: renewal is this class's timer, so that `stopRefresh()` can end it. */
   protected _settings(): HoldSettings {
+    if (this.#settings) return this.#settings;
+    const owner = this.#identifier;
+    this.#settings =
+      owner === undefined ? unowned(this.#lockTimeout).settings : Object.freeze({ ttlMs: this.#lockTimeout, autoExtend: false, owner });
     return this.#settings;
   }
 
   /** The settings of one attempt that waits at most `waitMs` (the same object for every first attempt). */
-  protected _attempt(
-    waitMs: number,
-    signal: AbortSignal | undefined,
-  ): HoldSettings & { readonly waitMs: number; readonly signal?: AbortSignal } {
-    if (waitMs === 0 && signal === undefined) return this.#firstAttempt;
-    return { ...this.#settings, waitMs, ...(signal ? { signal } : {}) };
+  protected _attempt(waitMs: number, signal: AbortSignal | undefined): Attempt {
+    if (waitMs === 0 && signal === undefined) {
+      if (this.#firstAttempt) return this.#firstAttempt;
+      const settings = this._settings();
+      this.#firstAttempt = this.#identifier === undefined ? unowned(this.#lockTimeout).first : Object.freeze({ ...settings, waitMs: 0 });
+      return this.#firstAttempt;
+    }
+    return { ...this._settings(), waitMs, ...(signal ? { signal } : {}) };
   }
 
-  #budget(signal: AbortSignal | undefined): Budget {
+  /** The wait bound of an acquisition that began at `start` (made only when the first attempt did not succeed). */
+  protected _budget(start: number, signal: AbortSignal | undefined): Budget {
     const byAttempts = Number.isFinite(this.#attemptsLimit) ? Math.max(0, this.#attemptsLimit - 1) * this._retryInterval : Infinity;
     const waitMs = Math.min(this.#acquireTimeout, byAttempts);
-    return { waitMs, deadline: performance.now() + waitMs, ...(signal ? { signal } : {}) };
+    return { waitMs, deadline: start + waitMs, ...(signal ? { signal } : {}) };
   }
 
   /** `acquiredExternally`: join the hold `identifier` already has on the server, or fail. */
@@ -266,9 +309,13 @@ export class Mutex extends Lock {
   protected _lockId(): string {
     return `mutex:${this._key}`;
   }
-  protected async _take(budget: Budget): Promise<Held | null> {
+  /** One attempt, then (held elsewhere) the wait that is left: the first attempt makes no budget nor closure. */
+  protected async _take(start: number, signal: AbortSignal | undefined): Promise<Held | null> {
     const id = this._lockId();
-    const hold = await firstThenWait(budget, (waitMs) => this._locker.tryLock(id, this._attempt(waitMs, budget.signal)));
+    const first = await this._locker.tryLock(id, this._attempt(0, signal));
+    if (first !== null) return { holds: [first] };
+    const waitMs = waitLeft(this._budget(start, signal));
+    const hold = waitMs > 0 ? await this._locker.tryLock(id, this._attempt(waitMs, signal)) : null;
     return hold && { holds: [hold] };
   }
 }
@@ -295,8 +342,8 @@ export class Semaphore extends Lock {
   protected _lockId(): string {
     return `semaphore:${this._key}`;
   }
-  protected async _take(budget: Budget): Promise<Held | null> {
-    const holds = await acquirePermits(this._locker, this._lockId(), this._limit, 1, this._settings(), budget);
+  protected async _take(start: number, signal: AbortSignal | undefined): Promise<Held | null> {
+    const holds = await acquirePermits(this._locker, this._lockId(), this._limit, 1, this._settings(), this._budget(start, signal));
     return holds && held(holds);
   }
 }
@@ -315,7 +362,8 @@ export class MultiSemaphore extends Semaphore {
     if (typeof permits !== 'number') throw new Error('"permits" must be a number');
     this._permits = permits;
   }
-  protected override async _take(budget: Budget): Promise<Held | null> {
+  protected override async _take(start: number, signal: AbortSignal | undefined): Promise<Held | null> {
+    const budget = this._budget(start, signal);
     const holds = await acquirePermits(this._locker, this._lockId(), this._limit, this._permits, this._settings(), budget);
     return holds && held(holds);
   }
@@ -338,7 +386,8 @@ export class RedlockSemaphore extends Lock {
   protected _lockId(): string {
     return `semaphore:${this._key}`;
   }
-  protected async _take(budget: Budget): Promise<Held | null> {
+  protected async _take(start: number, signal: AbortSignal | undefined): Promise<Held | null> {
+    const budget = this._budget(start, signal);
     const hold = await acquireSlot(this._locker, this._lockId(), this._limit, this._settings(), budget, this._retryInterval);
     return hold && held([hold]);
   }

@@ -76,10 +76,9 @@ const QUORUM_MESSAGE = 'The operation was unable to achieve a quorum during its 
 export class Lock {
   /** Fencing token of `resources[0]`: pass it to the resource (see `tokens` for the others). */
   readonly token: bigint;
-  /** Fencing token of every resource. */
-  readonly tokens: ReadonlyMap<string, bigint>;
   /** @internal */
   readonly multi: MultiLock;
+  #tokens: ReadonlyMap<string, bigint> | undefined;
 
   /** @internal Created by {@link Redlock}. */
   constructor(
@@ -92,8 +91,12 @@ export class Lock {
     multi: MultiLock,
   ) {
     this.multi = multi;
-    this.tokens = multi.tokens;
     this.token = multi.token(resources[0] ?? '');
+  }
+
+  /** Fencing token of every resource (the map made when first read). */
+  get tokens(): ReadonlyMap<string, bigint> {
+    return (this.#tokens ??= this.multi.tokens);
   }
 
   /** `redlock.release(this)`. */
@@ -225,18 +228,17 @@ export default class Redlock extends EventEmitter {
     const deadline = windowMs === undefined ? undefined : Date.now() + windowMs;
     const maxAttempts = s.retryCount === -1 ? Infinity : Math.max(0, s.retryCount) + 1;
     const attempts: Promise<ExecutionStats>[] = [];
+    // One resource (the common case) skips lockAll's set bookkeeping; the same validation.
+    const only = Array.isArray(resources) && resources.length === 1 && typeof resources[0] === 'string' ? resources[0] : undefined;
     for (;;) {
-      const timeoutMs = deadline === undefined ? undefined : Math.max(0, deadline - Date.now());
+      const options: { ttlMs: number; autoExtend: boolean; timeoutMs?: number; signal?: AbortSignal } = {
+        ttlMs: duration,
+        autoExtend: renew,
+      };
+      if (deadline !== undefined) options.timeoutMs = Math.max(0, deadline - Date.now());
+      if (settings?.signal) options.signal = settings.signal;
       try {
-        const options = {
-          ttlMs: duration,
-          autoExtend: renew,
-          ...(timeoutMs === undefined ? {} : { timeoutMs }),
-          ...(settings?.signal ? { signal: settings.signal } : {}),
-        };
-        const [only] = resources;
-        if (Array.isArray(resources) && resources.length === 1 && typeof only === 'string')
-          return new OneLock(await this.#locker.lock(only, options));
+        if (only !== undefined) return new OneLock(await this.#locker.lock(only, options));
         return await this.#locker.lockAll(resources, options);
       } catch (err) {
         if (settings?.signal?.aborted && err === settings.signal.reason) throw err;
@@ -252,8 +254,14 @@ export default class Redlock extends EventEmitter {
 
   #lock(resources: string[], multi: MultiLock): Lock {
     let remaining = Infinity;
-    for (const l of multi.locks) remaining = Math.min(remaining, l.remainingMs());
-    const value = multi.locks[0]?.ownerId ?? randomBytes(16).toString('hex');
+    let value: string | undefined;
+    if (multi instanceof OneLock) {
+      remaining = multi.lock.remainingMs();
+      value = multi.lock.ownerId;
+    } else {
+      for (const l of multi.locks) remaining = Math.min(remaining, l.remainingMs());
+      value = multi.locks[0]?.ownerId ?? randomBytes(16).toString('hex');
+    }
     return new Lock(this, resources, value, this.#success(), Date.now() + Math.floor(remaining), multi);
   }
 

@@ -203,6 +203,22 @@ test('acquiredExternally joins the hold of that identifier (same token) and refr
   await assert.rejects(stranger.acquire(), TimeoutError);
 });
 
+test('identifier (deviation: read after an acquisition, the hold owner id) stays fixed, and later holds are found by it', T, async () => {
+  const k = key('pinned');
+  const mutex = new Mutex(client, k, { ...timeoutOptions, refreshInterval: 0 });
+  await mutex.acquire();
+  await mutex.release();
+  const id = mutex.identifier;
+  assert.equal(mutex.identifier, id);
+  await mutex.acquire();
+  assert.equal(mutex.identifier, id);
+  const handler = new Mutex(client, k, { ...timeoutOptions, identifier: id, acquiredExternally: true });
+  await handler.acquire();
+  assert.equal(handler.token, mutex.token);
+  await handler.release();
+  await mutex.release();
+});
+
 test('every acquisition carries a fencing token, increasing across holders', T, async () => {
   const k = key('token');
   const a = new Mutex(client, k, timeoutOptions);
