@@ -4,7 +4,7 @@
  * listing. A stream that opens between two listings starts with its own, newer listing; a
  * lock taken and released between the feed's listings is then shown held by that stream
  * alone, and the feed's next listing must still tell it the lock is free. Over memory://
- * with listings 1.5 s apart, so that the steps below all fall between two of them.
+ * listed every 1.5 s, so that the steps below all fall between two of them.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
