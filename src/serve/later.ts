@@ -1,17 +1,25 @@
 /**
  * Work to run a fixed delay after it was queued, on one timer: the service queues some on
- * every acquire and release (intents.ts), and a timer each cost more than the work.
+ * every acquire and release (intents.ts), and a timer each cost more than the work. The
+ * timer fires at most every eighth of the delay: at a thousand acquires a second a timer
+ * re-armed for each entry's own due time fired about every millisecond, a turn of the event
+ * loop (and a system call) each, on the requests' path.
  */
 
-/** A FIFO of callbacks run `delayMs` after they were added (every delay the same, so FIFO order is due order). */
+/**
+ * A FIFO of callbacks run `delayMs` after they were added, at most `delayMs / 8` later
+ * (every delay the same, so FIFO order is due order).
+ */
 export class Later {
   readonly #delayMs: number;
+  readonly #slackMs: number;
   #queue: { readonly due: number; readonly run: () => void }[] = [];
   #head = 0;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(delayMs: number) {
     this.#delayMs = delayMs;
+    this.#slackMs = delayMs / 8;
   }
 
   /** Run `run` in `delayMs` (a background timer: it keeps no process alive). */
@@ -55,6 +63,7 @@ export class Later {
       this.#queue = this.#queue.slice(this.#head);
       this.#head = 0;
     }
-    this.#arm((this.#queue[this.#head]?.due ?? now) - now);
+    // Not before the slack: what falls due meanwhile runs with it, a little late.
+    this.#arm(Math.max(this.#slackMs, (this.#queue[this.#head]?.due ?? now) - now));
   }
 }

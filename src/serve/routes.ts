@@ -80,8 +80,37 @@ export async function ownSession(deps: RouteDeps, request: FastifyRequest, id: s
   return s;
 }
 
+/**
+ * The long polls (acquires with a wait) in flight on this replica, by lock id: a release of a
+ * lock with one answers after the woken waiter's answer went out. Writing a reply wakes its
+ * client, which on a busy or small machine often runs in the service's place (the kernel
+ * favours a task that slept) before the service writes the next one: the hand-off's answer
+ * should not be the one that waits.
+ */
+class Polls {
+  readonly #count = new Map<string, number>();
+
+  enter(lockId: string): void {
+    this.#count.set(lockId, (this.#count.get(lockId) ?? 0) + 1);
+  }
+
+  leave(lockId: string): void {
+    const left = (this.#count.get(lockId) ?? 1) - 1;
+    if (left > 0) this.#count.set(lockId, left);
+    else this.#count.delete(lockId);
+  }
+
+  has(lockId: string): boolean {
+    return this.#count.has(lockId);
+  }
+}
+
+/** Resolves in the event loop's check phase, once every reaction already queued has run. */
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 /** Register the lock routes. */
 export function lockRoutes(app: FastifyInstance, deps: RouteDeps): void {
+  const polls = new Polls();
   app.post('/v1/locks/:lockId/acquire', { schema: S.acquire, config: LOCK }, async (request, reply) => {
     const lockId = checkLockId((request.params as Params).lockId);
     const b = request.body as { session: string; waitMs?: number; fair?: boolean; kind?: LockKind; permits?: number; requestId?: string };
@@ -103,7 +132,13 @@ export function lockRoutes(app: FastifyInstance, deps: RouteDeps): void {
     // A session this replica knows lets the first attempt go out beside the session's read.
     const session = (): Promise<SessionInfo> => ownSession(deps, request, b.session);
     const early = deps.sessions.known(b.session, deps.clientOf(request));
-    return deps.holds.acquire(input, waitMs === 0 ? NEVER_ABORTED : gone(reply), session, early);
+    if (waitMs === 0) return deps.holds.acquire(input, NEVER_ABORTED, session, early);
+    polls.enter(lockId);
+    try {
+      return await deps.holds.acquire(input, gone(reply), session, early);
+    } finally {
+      polls.leave(lockId);
+    }
   });
   app.post('/v1/locks/:lockId/release', { schema: S.release, config: LOCK }, async (request) => {
     const lockId = checkLockId((request.params as Params).lockId);
@@ -112,7 +147,11 @@ export function lockRoutes(app: FastifyInstance, deps: RouteDeps): void {
     // replica granted is released without them (docs/serve.md, "Design").
     const session = (): Promise<SessionInfo> => ownSession(deps, request, b.session);
     const early = deps.sessions.known(b.session, deps.clientOf(request));
-    return { released: await deps.holds.release(b.session, lockId, BigInt(b.token), session, early) };
+    const released = await deps.holds.release(b.session, lockId, BigInt(b.token), session, early);
+    // A long poll of this lock here may just have been handed it by this release: its answer
+    // is written first, and this one a turn of the event loop later (docs/serve.md, "Design").
+    if (polls.has(lockId)) await nextTurn();
+    return { released };
   });
   app.post('/v1/locks/:lockId/extend', { schema: S.extend, config: LOCK }, async (request) => {
     const lockId = checkLockId((request.params as Params).lockId);

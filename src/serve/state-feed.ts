@@ -57,6 +57,12 @@ export class StateFeed {
   #polled = false;
   #lastAt = -Infinity;
   #lastResync = -Infinity;
+  /**
+   * Polled: the locks streams were sent by their own first listing since the feed's last
+   * one, which may be newer than it: sent again after the next listing whatever its diff,
+   * else a lock taken and released between the feed's listings stays held in such a stream.
+   */
+  readonly #shown = new Map<string, LockInfo>();
   #ready: () => void = () => undefined;
   /** Resolves once changes are followed: a listing read after it misses no change. */
   readonly ready = new Promise<void>((resolve) => (this.#ready = resolve));
@@ -89,7 +95,8 @@ export class StateFeed {
 
   /** Locks a stream was sent by its listing: their leases' ends are followed too. */
   seen(infos: readonly LockInfo[]): void {
-    if (!this.#polled) for (const info of infos) this.#followLease(info);
+    if (this.#polled) for (const info of infos) this.#shown.set(info.lockId, info);
+    else for (const info of infos) this.#followLease(info);
   }
 
   async #follow(): Promise<void> {
@@ -118,8 +125,12 @@ export class StateFeed {
         (await listStates(this.locker, this.prefix, signal)).map((info) => [info.lockId, { info, frame: stateFrame(info) }]),
       );
       let text = '';
-      for (const [id, s] of now) if (before.get(id)?.frame !== s.frame) text += s.frame;
+      const shown = new Map(this.#shown);
+      this.#shown.clear();
+      for (const [id, s] of now) if (before.get(id)?.frame !== s.frame || shown.has(id)) text += s.frame;
       for (const [id, s] of before) if (!now.has(id)) text += stateFrame({ ...s.info, holders: [], waiters: 0, queue: [] });
+      for (const [id, info] of shown)
+        if (!now.has(id) && !before.has(id)) text += stateFrame({ ...info, holders: [], waiters: 0, queue: [] });
       // The first listing is what streams opened before it were sent by their own: ready after it.
       if (first) this.#ready();
       else if (text !== '') this.#send(Buffer.from(text));
