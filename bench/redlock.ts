@@ -10,6 +10,8 @@
  * Environment knobs: BENCH_HOT_SECONDS (default 10), BENCH_UNCONTENDED (2000),
  * BENCH_HANDOFFS (200), BENCH_ONLY (run only the libraries whose name contains it),
  * BENCH_REDLOCK_QUERY (URL parameters for locksmith's redlock, e.g. `retryJitterMs=20`).
+ * `BEFORE=<another checkout>` adds locksmith's redlock on that checkout's code (its
+ * `src/index.ts`), in the same alternating rounds, for a before/after in one run.
  */
 import { cpus } from 'node:os';
 import { performance } from 'node:perf_hooks';
@@ -30,6 +32,13 @@ const TTL_MS = 10_000;
 const CONTENDERS = 16;
 const CRITICAL_MS = 2;
 const FLOOR = 'bare fan-out, no library (5 masters)';
+
+type MakeLocker = typeof createLocker;
+/** `BEFORE=<another checkout>`: locksmith's redlock on that checkout's code too. */
+const before = process.env.BEFORE;
+const beforeLocker: MakeLocker | undefined = before
+  ? ((await import(`${before}/src/index.ts`)) as { createLocker: MakeLocker }).createLocker
+  : undefined;
 
 /** A held lock of any library. */
 interface Held {
@@ -53,11 +62,11 @@ function ioredis(host: string, port: number): Redis {
   return r;
 }
 
-function locksmith(name: string, url: string): Library {
+function locksmith(name: string, url: string, make: MakeLocker = createLocker): Library {
   return {
     name,
     async client() {
-      const locker: Locker = createLocker(url, { ttlMs: TTL_MS });
+      const locker: Locker = make(url, { ttlMs: TTL_MS });
       await locker.backend();
       return {
         async acquire(key, signal) {
@@ -114,7 +123,9 @@ async function uncontendedAll(
   libs: readonly Library[],
   masters: readonly { host: string; port: number }[],
 ): Promise<Map<string, ReturnType<typeof stats>>> {
-  const rounds = 5;
+  // The issue's method: 200 cycles per library per round, ten rounds, the order reversed
+  // every other round so that no library always follows the same one.
+  const rounds = 10;
   const cycles: { name: string; cycle: () => Promise<void>; close: () => Promise<void> }[] = [];
   for (const lib of libs) {
     const c = await lib.client();
@@ -135,7 +146,7 @@ async function uncontendedAll(
   try {
     for (const c of cycles) for (let i = 0; i < 500; i++) await c.cycle();
     for (let r = 0; r < rounds; r++) {
-      for (const c of cycles) {
+      for (const c of r % 2 === 0 ? cycles : [...cycles].reverse()) {
         const out = samples.get(c.name) ?? [];
         for (let i = 0; i < UNCONTENDED / rounds; i++) {
           const t0 = performance.now();
@@ -227,11 +238,10 @@ async function main(): Promise<void> {
   console.log(`machine: ${cpus().length} CPUs, ${cpus()[0]?.model ?? '?'}, node ${process.version}`);
   console.log(`settings: ttl ${TTL_MS} ms, hot lock ${CONTENDERS} contenders × ${HOT_SECONDS} s with a ${CRITICAL_MS} ms critical section`);
   const only = process.env.BENCH_ONLY;
+  const redlockUrl = `${server.url}${process.env.BENCH_REDLOCK_QUERY ? `?${process.env.BENCH_REDLOCK_QUERY}` : ''}`;
   const libs = [
-    locksmith(
-      'locksmith redlock (5 masters)',
-      `${server.url}${process.env.BENCH_REDLOCK_QUERY ? `?${process.env.BENCH_REDLOCK_QUERY}` : ''}`,
-    ),
+    locksmith('locksmith redlock (5 masters)', redlockUrl),
+    ...(beforeLocker ? [locksmith('locksmith redlock (5 masters, BEFORE)', redlockUrl, beforeLocker)] : []),
     locksmith('locksmith redis (1 node)', `redis://${first.host}:${first.port}`),
     nodeRedlock(server.nodes),
   ].filter((l) => only === undefined || l.name.includes(only));
@@ -286,6 +296,7 @@ function printRows(rows: Record<string, number | string>[]): void {
   }
   const find = (prefix: string): Record<string, number | string> | undefined => rows.find((r) => String(r.library).startsWith(prefix));
   const [rl, single, peer, floor] = [find('locksmith redlock'), find('locksmith redis'), find('node-redlock'), find('bare fan-out')];
+  const old = rows.find((r) => String(r.library).endsWith('BEFORE)'));
   console.log('');
   if (rl && single)
     console.log(`uncontended p50, redlock / single-node redis: ${fmt(n(rl, 'uncontendedP50Ms') / n(single, 'uncontendedP50Ms'))}×`);
@@ -293,6 +304,9 @@ function printRows(rows: Record<string, number | string>[]): void {
     console.log(
       `uncontended p50, bare 5-master fan-out / single-node redis: ${fmt(n(floor, 'uncontendedP50Ms') / n(single, 'uncontendedP50Ms'))}× (the floor of any 5-master client here)`,
     );
+  if (old && single)
+    console.log(`uncontended p50, redlock BEFORE / single-node redis: ${fmt(n(old, 'uncontendedP50Ms') / n(single, 'uncontendedP50Ms'))}×`);
+  if (rl && old) console.log(`uncontended p50, redlock / redlock BEFORE: ${fmt(n(rl, 'uncontendedP50Ms') / n(old, 'uncontendedP50Ms'))}×`);
   if (rl && floor)
     console.log(`uncontended p50, redlock / bare fan-out: ${fmt(n(rl, 'uncontendedP50Ms') / n(floor, 'uncontendedP50Ms'))}×`);
   if (rl && peer) console.log(`uncontended p50, redlock / node-redlock: ${fmt(n(rl, 'uncontendedP50Ms') / n(peer, 'uncontendedP50Ms'))}×`);

@@ -1,7 +1,7 @@
 /**
  * Redlock on five real redis-servers under failures: masters killed (kill -9) while a lock
  * is held, a majority killed, an event-loop stall pushing
- * the elapsed time past the ttl.
+ * the elapsed time past the ttl, one master paused (SIGSTOP) through a whole hold.
  * Every test leaves all five masters running (restarted empty) for the next.
  */
 import { afterEach, describe, test } from 'node:test';
@@ -12,6 +12,7 @@ import { createLocker, LockLostError, QuorumError, type Locker, type LockerOptio
 import type { RedlockTicket } from '../../src/backends/redlock/index.js';
 import type { Backend } from '../../src/backend.js';
 import { startRedlock } from '../../scripts/servers/redlock.js';
+import { Redis } from 'ioredis';
 import { eventually, lossOf, seamRequest, useServer } from '../helpers.js';
 
 const server = await useServer(() => startRedlock({ count: 5 }));
@@ -148,5 +149,73 @@ describe('redlock: validity', () => {
     const reason = await lossOf(lock);
     assert.ok(reason instanceof LockLostError, String(reason));
     assert.equal(renewals, 2);
+  });
+});
+
+describe('redlock: one slow master', () => {
+  test('a release announced while an attempt waits for a slow master still ends the wait after it', T, async () => {
+    const lockId = id('release-in-flight');
+    const holder = await client({ ttlMs: 60_000 }).lock(lockId);
+    // B polls once a minute and the holder's keys last a minute: only the announcement can
+    // end B's wait within the test.
+    const backend = (await client({}, `${server.url}?nodeTimeoutMs=200&pollMs=60000`).backend()) as Backend<RedlockTicket>;
+    const req = seamRequest<RedlockTicket>(lockId, 'waiter-b', { ttlMs: 60_000, fair: false });
+    const first = await backend.tryAcquire(req);
+    assert.equal(first.granted, false);
+    const ticket = first.granted ? undefined : first.contended.ticket;
+    await backend.waitForChange(lockId, ticket, AbortSignal.timeout(20_000)); // subscribed now
+    const live = server.nodes.slice(0, 4).map((n) => new Redis({ host: n.host, port: n.port }));
+    try {
+      const evalsHere = async (r: Redis): Promise<number> =>
+        Number(/cmdstat_evalsha:calls=(\d+)/.exec(await r.info('commandstats'))?.[1] ?? 0);
+      const before = await Promise.all(live.map(evalsHere));
+      server.nodes[4]?.pause();
+      // B's second attempt: refused by the four live masters, then it waits out master 4's timeout.
+      const second = backend.tryAcquire({ ...req, ticket });
+      await eventually('the live masters ran the second attempt', async () =>
+        (await Promise.all(live.map(evalsHere))).every((c, i) => c > (before[i] ?? 0)),
+      );
+      // The release lands (and is announced) while B's attempt is still in flight.
+      await holder.release();
+      const again = await second;
+      assert.equal(again.granted, false, 'refused: the holder still held when the live masters ran it');
+      // Ends at once on the announcement B saw during the attempt (else: a minute's poll).
+      await backend.waitForChange(lockId, again.granted ? undefined : again.contended.ticket, AbortSignal.timeout(20_000));
+    } finally {
+      for (const r of live) r.disconnect();
+    }
+  });
+
+  test('lock and release resolve on a majority while a master is paused; its late grant is taken back', T, async () => {
+    // A per-master timeout far beyond the test: only the majority rule can let lock() and
+    // release() resolve while master 4 answers nothing.
+    const url = `${server.url}?nodeTimeoutMs=60000`;
+    const locker = client({ ttlMs: 600_000 }, url);
+    const other = client({ ttlMs: 600_000 }, url);
+    await Promise.all([locker.backend(), other.backend()]);
+    const lockId = id('slow-master');
+    const slow = server.nodes[4];
+    assert.ok(slow);
+    slow.pause();
+    const lock = await locker.lock(lockId);
+    await lock.release();
+    const next = await other.tryLock(lockId);
+    assert.ok(next, 'free for another client while the paused master has not even seen the grant');
+    await next.release();
+    slow.resume();
+    // Master 4 now runs what waited on its connections, each in order: the first holder's
+    // attempt and release, the other client's attempt and release. Whichever attempt it runs
+    // first is a late grant there (it stores its token in the register), and the release
+    // behind it on the same connection must delete it.
+    const direct = new Redis({ host: slow.host, port: slow.port, lazyConnect: true });
+    try {
+      await direct.connect();
+      const base = `locksmith:{${lockId}}`;
+      await eventually('the late grant on the slow master is deleted', async () => (await direct.exists(`${base}:rl`, `${base}:ri`)) === 0);
+      const register = BigInt((await direct.get(`${base}:rt`)) ?? '0');
+      assert.ok(register >= lock.token, `the slow master ran a late grant (register ${register}, first token ${lock.token})`);
+    } finally {
+      direct.disconnect();
+    }
   });
 });

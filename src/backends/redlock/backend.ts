@@ -30,11 +30,12 @@ import { UnsupportedError } from '../../errors.js';
 import { closeClient, type RedisClientLike, type RedisSubscriberClient } from '../redis-wire/clients.js';
 import { RedisCommands } from '../redis-wire/commands.js';
 import type { ListPage, ListRequest } from '../../backend.js';
-import { keyBase, lockIdAt, whoRecord } from '../redis-wire/keys.js';
+import { lockIdAt } from '../redis-wire/keys.js';
 import { lockPattern, readCursor, scanPage, writeCursor, type Scan } from '../redis-wire/scan.js';
 import { classifyInspect, endedHolds, firstHolding, stateOf, type InspectReply } from './observe.js';
 import {
   boundReply,
+  countGranted,
   DEFAULT_MAX_EXTENSIONS,
   DEFAULT_NODE_TIMEOUT_MS,
   fanOut,
@@ -47,8 +48,9 @@ import {
   type NodeReply,
   type RedlockNode,
 } from './quorum.js';
-import { ACQUIRE, EXTEND, FORCE, INSPECT, INSPECT_MANY, RELEASE } from './scripts.js';
-import { TokenRegister, type RegisterRead } from './token.js';
+import { ACQUIRE, EXTEND, FORCE, INSPECT, INSPECT_MANY, RELEASE, type LuaScript } from './scripts.js';
+import { TokenRegister, type AcquireReply } from './token.js';
+import { keysAt, RedlockKeyCache } from './keys.js';
 import { Wakeups, type Watch } from './wake.js';
 
 const log = backendLog('redlock');
@@ -112,8 +114,6 @@ export const REDLOCK_CAPABILITIES: Capabilities = Object.freeze({
   reentrant: false,
 });
 
-type AcquireReply = { granted: true; read: RegisterRead } | { granted: false; pttl: number };
-
 /**
  * Locks on N independent Redis masters (N ≥ 1; odd recommended). Accepts the user's own
  * ioredis clients, one per master; see {@link RedlockBackendOptions}.
@@ -134,6 +134,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
   readonly #pollMs: number;
   readonly #ownsClients: boolean;
   readonly #tokens = new TokenRegister();
+  readonly #keys: RedlockKeyCache;
   readonly #wake: Wakeups;
   #closed = false;
 
@@ -142,6 +143,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     if (clients.length === 0) throw new InvalidArgumentError('clients', 'redlock needs at least one Redis master');
     this.#clients = clients;
     this.#prefix = options.prefix ?? 'locksmith:';
+    this.#keys = new RedlockKeyCache(this.#prefix);
     this.#driftFactor = options.driftFactor ?? 0.01;
     this.#maxExtensions = options.maxExtensions ?? DEFAULT_MAX_EXTENSIONS;
     this.#nodeTimeoutMs = options.nodeTimeoutMs ?? DEFAULT_NODE_TIMEOUT_MS;
@@ -169,29 +171,23 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     return this.#nodes.map((n) => n.label);
   }
 
-  #keys(lockId: string): { readonly keys: [string, string, string]; readonly channel: string } {
-    return keysAt(keyBase(this.#prefix, lockId));
-  }
-
   async tryAcquire(req: AcquireRequest<RedlockTicket>): Promise<AcquireResult<RedlockTicket, RedlockGrantData>> {
     this.#assertOpen();
     const value = req.freshOwner ? req.ownerId : `${req.ownerId}\0${randomBytes(9).toString('base64url')}`;
-    const { keys } = this.#keys(req.lockId);
+    // What the watch had seen BEFORE the attempt is sent: a release announced while the attempt
+    // is in flight must still end the wait that follows, or this client sleeps until its poll.
     const seen = req.ticket?.watch.seen ?? 0;
     const subscribed = req.ticket?.watch.subscribed ?? false;
-    const who = whoRecord(req.lockId, req.identity);
+    const keys = this.#keys.of(req.lockId).all;
+    const who = this.#keys.who(req.lockId, req.identity);
     const bound = nodeBound(req.ttlMs, this.#nodeTimeoutMs, this.#explicitTimeout);
     const t1 = performance.now();
     const proposal = this.#tokens.propose(req.lockId);
+    // One argument list for every master (the command layer only reads it).
+    const args = [value, req.ttlMs, proposal.toString(), who, req.lockDelayMs];
     const sent = fanOut(
       this.#nodes,
-      (n) =>
-        boundReply(
-          n.commands.eval(ACQUIRE, keys, [value, req.ttlMs, proposal.toString(), who, req.lockDelayMs]),
-          bound,
-          n.label,
-          'acquire',
-        ),
+      (n) => boundReply(n.commands.eval(ACQUIRE, keys, args), bound, n.label, 'acquire'),
       classifyAcquire,
       this.#quorum,
     );
@@ -203,8 +199,11 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
       void sent.then(() => this.#releaseAll(req.lockId, value, true)).catch(() => undefined);
       throw err;
     }
-    if (log.enabled) log('%s: %d of %d masters granted (quorum %d)', req.lockId, granted(replies).length, replies.length, this.#quorum);
-    const grant = await this.#grantOf(req, value, proposal, replies, t1);
+    const yes = countGranted(replies);
+    if (log.enabled) log('%s: %d of %d masters granted (quorum %d)', req.lockId, yes, replies.length, this.#quorum);
+    const settled = yes >= this.#quorum ? this.#tokens.settle(req.lockId, proposal, replies, this.#fenceWrite(req, value)) : undefined;
+    const token = settled instanceof Promise ? await settled : settled;
+    const grant = token === undefined ? undefined : this.#grantOf(req, value, token, t1);
     const attemptMs = performance.now() - t1;
     if (grant) {
       if (req.ticket) this.#wake.unwatch(req.ticket.watch);
@@ -215,28 +214,21 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     await this.#releaseAll(req.lockId, value);
     if (quorumUnreachable(replies)) throw quorumError(`acquire of '${req.lockId}'`, replies);
     if (!req.wait) return { granted: false, contended: { ticket: undefined } };
-    const watch = req.ticket?.watch ?? this.#wake.watch(this.#keys(req.lockId).channel);
-    const yes = granted(replies).length;
+    const watch = req.ticket?.watch ?? this.#wake.watch(this.#keys.of(req.lockId).channel);
     const ticket = { watch, seen, subscribed, hintMs: hintOf(replies), split: yes > 0, attemptMs };
     return { granted: false, contended: { ticket } };
   }
 
-  /** The grant of an attempt, or undefined when it did not win (majority, token, validity). */
-  async #grantOf(
-    req: AcquireRequest<RedlockTicket>,
-    value: string,
-    proposal: bigint,
-    replies: readonly NodeReply<AcquireReply>[],
-    t1: number,
-  ): Promise<Grant<RedlockGrantData> | undefined> {
-    if (granted(replies).length < this.#quorum) return undefined;
-    const reads = replies.map((r) => ({ ...r, value: r.value?.granted ? r.value.read : undefined }));
-    const { keys } = this.#keys(req.lockId);
-    const bound = nodeBound(req.ttlMs, this.#nodeTimeoutMs, this.#explicitTimeout);
-    const write = (n: RedlockNode, s: Parameters<RedlockNode['commands']['eval']>[0], t: bigint): Promise<unknown> =>
-      boundReply(n.commands.eval(s, keys, [value, t.toString()]), bound, n.label, 'token write');
-    const token = await this.#tokens.settle(req.lockId, proposal, reads, write);
-    if (token === undefined) return undefined;
+  /** Phase 2's write of the token on one master (token.ts), bounded like the attempt. */
+  #fenceWrite(req: AcquireRequest<RedlockTicket>, value: string): (n: RedlockNode, s: LuaScript, t: bigint) => Promise<unknown> {
+    return (n, s, t) => {
+      const bound = nodeBound(req.ttlMs, this.#nodeTimeoutMs, this.#explicitTimeout);
+      return boundReply(n.commands.eval(s, this.#keys.of(req.lockId).fence, [value, t.toString()]), bound, n.label, 'token write');
+    };
+  }
+
+  /** The grant of an attempt whose token a majority stored, or undefined when no validity is left. */
+  #grantOf(req: AcquireRequest<RedlockTicket>, value: string, token: bigint, t1: number): Grant<RedlockGrantData> | undefined {
     // Redlock step 3: the time spent reaching the masters (and writing the token) must leave
     // a positive validity; a grant with none is never returned.
     if (req.ttlMs - (performance.now() - t1) - this.#drift(req.ttlMs) <= 0) return undefined;
@@ -262,11 +254,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
    * clean-ups that may queue behind a command that timed out (see ../redis-wire/commands.ts).
    */
   #releaseAll(lockId: string, value: string, bySource = false, quorum?: number, delayed = false): Promise<NodeReply<undefined>[]> {
-    const {
-      keys: [rl, , ri],
-      channel,
-    } = this.#keys(lockId);
-    const keys = [rl, ri];
+    const { lease: keys, channel } = this.#keys.of(lockId);
     // A holder's release keeps the lock-delay of a lease that ran out; a failed attempt's never does.
     const args = delayed ? [value, channel, '1'] : [value, channel];
     return fanOut(
@@ -308,18 +296,13 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     if (grant.data.extensions >= this.#maxExtensions) {
       throw new LockLostError(grant.lockId, 'expired', { context: { backend: this.name, maxExtensions: this.#maxExtensions } });
     }
-    const { keys } = this.#keys(grant.lockId);
+    const keys = this.#keys.of(grant.lockId).lease;
     const bound = nodeBound(ttlMs, this.#nodeTimeoutMs, this.#explicitTimeout);
     const t1 = performance.now();
+    const args = [grant.data.value, ttlMs, grant.data.lockDelayMs];
     const replies = await fanOut(
       this.#nodes,
-      (n) =>
-        boundReply(
-          n.commands.eval(EXTEND, [keys[0], keys[2]], [grant.data.value, ttlMs, grant.data.lockDelayMs]),
-          bound,
-          n.label,
-          'extend',
-        ),
+      (n) => boundReply(n.commands.eval(EXTEND, keys, args), bound, n.label, 'extend'),
       (reply) => ({ ok: reply === 1, value: undefined }),
       this.#quorum,
     );
@@ -340,14 +323,14 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
   async release(grant: Grant<RedlockGrantData>): Promise<boolean> {
     this.#assertOpen();
     const replies = await this.#releaseAll(grant.lockId, grant.data.value, false, this.#quorum, grant.data.lockDelayMs > 0);
-    const deleted = granted(replies).length;
+    const deleted = countGranted(replies);
     if (deleted < this.#quorum && quorumUnreachable(replies)) throw quorumError(`release of '${grant.lockId}'`, replies);
     return deleted >= this.#quorum;
   }
 
   async inspect(lockId: string): Promise<LockState> {
     this.#assertOpen();
-    const { keys } = this.#keys(lockId);
+    const keys = this.#keys.of(lockId).all;
     const replies = await fanOut(this.#nodes, (n) => n.commands.eval(INSPECT, keys, []), classifyInspect);
     if (quorumUnreachable(replies)) throw quorumError(`inspect of '${lockId}'`, replies);
     return stateOf(lockId, replies, this.#quorum).state;
@@ -384,7 +367,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
    */
   async #listed(node: number, bases: readonly string[]): Promise<LockState[]> {
     if (bases.length === 0) return [];
-    const keys = bases.flatMap((b) => keysAt(b).keys);
+    const keys = bases.flatMap((b) => keysAt(b).all);
     const all = await fanOut(
       this.#nodes,
       (n) => n.commands.eval(INSPECT_MANY, keys, []),
@@ -414,7 +397,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
    */
   async forceRelease(lockId: string): Promise<number> {
     this.#assertOpen();
-    const { keys, channel } = this.#keys(lockId);
+    const { all: keys, channel } = this.#keys.of(lockId);
     const replies = await fanOut(
       this.#nodes,
       (n) => n.commands.eval(FORCE, keys, [channel]),
@@ -445,7 +428,7 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
 
 function classifyAcquire(reply: unknown): { ok: boolean; value: AcquireReply } {
   const [code, a, b] = Array.isArray(reply) ? (reply as unknown[]) : [reply];
-  if (code === 1) return { ok: true, value: { granted: true, read: { register: BigInt(String(a)), wrote: b === 1 } } };
+  if (code === 1) return { ok: true, value: { granted: true, register: typeof a === 'number' ? a : String(a), wrote: b === 1 } };
   return { ok: false, value: { granted: false, pttl: Number(a) } };
 }
 
@@ -456,9 +439,4 @@ function hintOf(replies: readonly NodeReply<AcquireReply>[]): number {
     .filter((t) => t > 0)
     .sort((a, b) => a - b);
   return ttls[0] ?? -1;
-}
-
-/** The keys of one lock on a master, and its release channel, from its key base. */
-function keysAt(b: string): { readonly keys: [string, string, string]; readonly channel: string } {
-  return { keys: [`${b}:rl`, `${b}:rt`, `${b}:ri`], channel: `${b}:rc` };
 }

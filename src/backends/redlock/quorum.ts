@@ -84,6 +84,13 @@ export function granted<T>(replies: readonly NodeReply<T>[]): NodeReply<T>[] {
   return replies.filter((r) => r.outcome === 'granted');
 }
 
+/** Number of replies that granted (no array built: it is counted on every attempt and release). */
+export function countGranted(replies: readonly NodeReply<unknown>[]): number {
+  let n = 0;
+  for (const r of replies) if (r.outcome === 'granted') n += 1;
+  return n;
+}
+
 /** Number of masters that gave no usable answer. */
 export function failures(replies: readonly NodeReply<unknown>[]): number {
   return replies.filter((r) => r.outcome === 'error' || r.outcome === 'timeout').length;

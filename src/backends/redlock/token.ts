@@ -12,13 +12,14 @@
 import { FENCE, type LuaScript } from './scripts.js';
 import { fanOut, granted, majority, type NodeReply, type RedlockNode } from './quorum.js';
 
-/** What phase 1 answered on a master that granted. */
-export interface RegisterRead {
-  /** The master's register (max of stored value and its clock in µs) before this attempt. */
-  readonly register: bigint;
-  /** The proposal was above it and is stored. */
-  readonly wrote: boolean;
-}
+/**
+ * What phase 1 answered on one master: granted, with the register it held before this attempt
+ * (the max of its stored value and its clock in µs, as the master sent it: parsed only when
+ * phase 2 needs it) and whether it stored the proposal; or refused, with the holder's `PTTL`.
+ */
+export type AcquireReply =
+  | { readonly granted: true; readonly register: string | number; readonly wrote: boolean }
+  | { readonly granted: false; readonly pttl: number };
 
 /**
  * How far ahead of this client's clock (µs) a fresh proposal goes: it must beat the clock
@@ -43,30 +44,41 @@ export class TokenRegister {
    * The token of an attempt that was granted by a majority: the proposal when every granting
    * master stored it, else `max + 1` written by phase 2 to the granting masters; undefined
    * when phase 2 did not reach a majority (the attempt then fails like a contended one).
+   * Synchronous in the common case (every granting master stored the proposal): no promise
+   * is made for a grant that needs no second round.
    */
-  async settle(
+  settle(
     lockId: string,
     proposal: bigint,
-    replies: readonly NodeReply<RegisterRead>[],
+    replies: readonly NodeReply<AcquireReply>[],
     fence: (node: RedlockNode, script: LuaScript, token: bigint) => Promise<unknown>,
-  ): Promise<bigint | undefined> {
-    const yes = granted(replies);
+  ): bigint | Promise<bigint | undefined> {
     // The token must be above what each granting master now holds: the proposal where it was
     // stored, the register it read where it was not (too low, or refused as too far ahead of
     // that master's clock; docs/backends/redlock.md, "Fencing tokens").
     let max = 0n;
     let allWrote = true;
-    for (const r of yes) {
-      if (!r.value) continue;
-      const held = r.value.wrote ? proposal : r.value.register;
+    for (const r of replies) {
+      const v = r.value;
+      if (r.outcome !== 'granted' || !v?.granted) continue;
+      const held = v.wrote ? proposal : BigInt(v.register);
       if (held > max) max = held;
-      if (!r.value.wrote) allWrote = false;
+      if (!v.wrote) allWrote = false;
     }
     if (allWrote) {
       this.#remember(lockId, proposal);
       return proposal;
     }
-    const token = max + 1n;
+    return this.#fence(lockId, max + 1n, replies, fence);
+  }
+
+  /** Phase 2: write `token` to the masters holding the lease; it counts once a majority stored it. */
+  async #fence(
+    lockId: string,
+    token: bigint,
+    replies: readonly NodeReply<AcquireReply>[],
+    fence: (node: RedlockNode, script: LuaScript, token: bigint) => Promise<unknown>,
+  ): Promise<bigint | undefined> {
     // To every master, not only those heard granting: a master whose grant had not arrived yet
     // runs this after it (one connection, in order) and stores the token too; the others
     // refuse (they do not hold the lease). The more masters hold the token, the more of them
