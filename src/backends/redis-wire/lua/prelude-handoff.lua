@@ -50,10 +50,10 @@ end
 -- Call it only when the queue key exists. free: nobody holds any more (no need to look).
 -- stale: the hash `h` still holds only the record just released, for this function to delete:
 -- with the queue keys when the head it hands the lock to was the only entry (q, qx and qw hold
--- the same waiter ids: docs/backends/redis.md, "Fair queue"), one DEL for the four (the
--- counter qs stays). Returns the message it sent the waiter it woke or handed the lock to (its id first),
--- or false: the releaser's client delivers it at once to a waiter of its own process
--- (docs/backends/redis.md, "Waiting by notification").
+-- the same waiter ids: docs/backends/redis.md, "How it works"), one DEL for the four (the
+-- counter qs stays). Returns the message it sent the waiter it woke or handed the lock to
+-- (its id first), or false: the releaser's client delivers it at once to a waiter of its own
+-- process (docs/backends/redis.md, "Waiting by notification").
 local CLAIM_MS = 2000
 local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us, free, stale)
   purge_queue(q, qx, qw, now)
