@@ -7,7 +7,9 @@
  *   server-time fencing token kept in a second key), one EVALSHA compare-and-delete;
  * - `floor locksmith scripts`: locksmith's own uncontended scripts (ACQUIRE_SOLO, RELEASE) sent
  *   straight on ioredis: the floor of its data layout, with no library around them;
- * - `locksmith lock+release` and `locksmith fair lock+release`: `createLocker(redis)`, defaults.
+ * - `locksmith lock+release` and `locksmith fair lock+release`: `createLocker(redis)`, defaults;
+ * - `…, no network`: the scripts raw, and locksmith, on a client that answers in the next
+ *   macrotask without a network (noNetwork below): their CPU per cycle is the library's own.
  * Wall time p50 per cycle (µs) and this process's CPU time per cycle (median of the rounds).
  * Run: `npx tsx --expose-gc bench/redis-floor.ts` (figures: docs/benchmarks.md, "Redis: the
  * uncontended floor"). `BASE=<dir with an older src/>` adds that tree's locksmith rows,
@@ -19,6 +21,8 @@ import { createHash, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { Mutex as OriginalMutex } from 'redis-semaphore';
 import type { RedisBackend } from '../src/backends/redis/index.js';
+import type { RedisClientLike } from '../src/backends/redis-wire/clients.js';
+import type { LuaScript } from '../src/backends/redis-wire/lua.js';
 import { ACQUIRE_SOLO, RELEASE } from '../src/backends/redis/scripts.js';
 import { lockKeys } from '../src/backends/redis-wire/keys.js';
 import type { createLocker } from '../src/locker.js';
@@ -45,14 +49,40 @@ const sha = (s: string): string => createHash('sha1').update(s).digest('hex');
 interface Tree {
   readonly RedisBackend: typeof RedisBackend;
   readonly createLocker: typeof createLocker;
+  readonly scripts: { readonly ACQUIRE_SOLO: LuaScript; readonly RELEASE: LuaScript };
 }
 
 function locksmith(tree: Tree, client: Redis, prefix: string): CycleContender[] {
   const locker = tree.createLocker(new tree.RedisBackend(client));
+  const offline = tree.createLocker(new tree.RedisBackend(noNetwork(tree.scripts)));
   return [
     { name: `${prefix}locksmith lock+release`, cycle: async (k) => (await locker.lock(k)).release() },
     { name: `${prefix}locksmith fair lock+release`, cycle: async (k) => (await locker.lock(k, { fair: true })).release() },
+    { name: `${prefix}locksmith, no network`, cycle: async (k) => (await offline.lock(k)).release() },
   ];
+}
+
+let noNetworkToken = 1_700_000_000_000_000n;
+
+/**
+ * A client that answers ACQUIRE_SOLO with a token and RELEASE with 1 in the next macrotask
+ * (as a reply read from a socket would come), with no network and no ioredis: the CPU per
+ * cycle of a row on it is the library's own (core, backend, command layer).
+ */
+function noNetwork(scripts: Tree['scripts']): RedisClientLike {
+  const reply = (v: unknown): Promise<unknown> => new Promise((resolve) => setImmediate(resolve, v));
+  return {
+    evalsha: (sha) =>
+      sha === scripts.ACQUIRE_SOLO.sha
+        ? reply(String(++noNetworkToken))
+        : sha === scripts.RELEASE.sha
+          ? reply(1)
+          : Promise.reject(new Error('not an uncontended script')),
+    eval: () => Promise.reject(new Error('EVAL: not an uncontended script')),
+    duplicate: () => {
+      throw new Error('no subscriber without a network');
+    },
+  };
 }
 
 /** The locksmith of the tree at `root` (this one: `..`), from `src/` or (DIST=1) from `dist/`. */
@@ -60,7 +90,26 @@ async function tree(root: string): Promise<Tree> {
   const [dir, ext] = process.env.DIST ? ['dist', 'js'] : ['src', 'ts'];
   const backend = (await import(`${root}/${dir}/backends/redis/index.${ext}`)) as { RedisBackend: typeof RedisBackend };
   const locker = (await import(`${root}/${dir}/locker.${ext}`)) as { createLocker: typeof createLocker };
-  return { RedisBackend: backend.RedisBackend, createLocker: locker.createLocker };
+  const scripts = (await import(`${root}/${dir}/backends/redis/scripts.${ext}`)) as Tree['scripts'];
+  return { RedisBackend: backend.RedisBackend, createLocker: locker.createLocker, scripts };
+}
+
+/** locksmith's uncontended scripts (ACQUIRE_SOLO, RELEASE) sent straight on `client`, no library. */
+function scriptRows(client: Pick<RedisClientLike, 'evalsha'>, name: string): CycleContender[] {
+  const keys: Record<string, ReturnType<typeof lockKeys>> = {};
+  return [
+    {
+      name,
+      cycle: async (k) => {
+        const ks = (keys[k] ??= lockKeys('locksmith:', k));
+        const [h, x, t, q] = ks;
+        const id = randomUUID();
+        const tok = await client.evalsha(ACQUIRE_SOLO.sha, 4, h, q, x, t, 'm', id, 10_000, 0, '', ':{}', 'locksmith:w:');
+        BigInt(tok as string);
+        await client.evalsha(RELEASE.sha, 7, ...ks, id, 'm', tok as string, 'locksmith:w:');
+      },
+    },
+  ];
 }
 
 async function contenders(port: number, clients: Redis[]): Promise<CycleContender[]> {
@@ -75,7 +124,6 @@ async function contenders(port: number, clients: Redis[]): Promise<CycleContende
   await fenced.script('LOAD', FENCED_ACQUIRE);
   await fenced.script('LOAD', CAD);
   for (const s of [ACQUIRE_SOLO, RELEASE]) await fenced.script('LOAD', s.source);
-  const keys: Record<string, ReturnType<typeof lockKeys>> = {};
   const [acq, cad] = [sha(FENCED_ACQUIRE), sha(CAD)];
   const list: CycleContender[] = [
     {
@@ -104,16 +152,8 @@ async function contenders(port: number, clients: Redis[]): Promise<CycleContende
         await fenced.evalsha(cad, 1, `f{${k}}`, id);
       },
     },
-    {
-      name: 'floor locksmith scripts',
-      cycle: async (k) => {
-        const [h, x, t, q] = (keys[k] ??= lockKeys('locksmith:', k));
-        const id = randomUUID();
-        const tok = await fenced.evalsha(ACQUIRE_SOLO.sha, 4, h, q, x, t, 'm', id, 10_000, 0, '', ':{}', 'locksmith:w:');
-        BigInt(tok as string);
-        await fenced.evalsha(RELEASE.sha, 7, ...keys[k]!, id, 'm', tok as string, 'locksmith:w:');
-      },
-    },
+    ...scriptRows(fenced, 'floor locksmith scripts'),
+    ...scriptRows(noNetwork({ ACQUIRE_SOLO, RELEASE }), 'floor locksmith scripts, no network'),
     ...locksmith(await tree(new URL('..', import.meta.url).pathname.replace(/\/$/, '')), client(), ''),
   ];
   if (process.env.BASE) list.push(...locksmith(await tree(process.env.BASE), client(), 'base '));

@@ -46,7 +46,8 @@ type LeaseState = 'held' | 'lost' | 'released';
 /** @internal One backend grant kept alive for as long as some handle holds it. */
 export class Lease {
   readonly grant: Grant;
-  readonly acquiredAt = now();
+  /** When the grant was taken in (the locker's clock): the start of `heldMs`. */
+  readonly acquiredAt: number;
   readonly #backend: Backend;
   readonly #settings: LeaseSettings;
   readonly #hooks: LeaseHooks;
@@ -68,7 +69,9 @@ export class Lease {
   #inflight: Promise<void> | undefined;
   #releasing: Promise<boolean> | undefined;
 
-  constructor(backend: Backend, grant: Grant, sentAt: number, settings: LeaseSettings, hooks: LeaseHooks) {
+  /** `at`: now, read once by the caller for the grant's bookkeeping (see {@link start}). */
+  constructor(backend: Backend, grant: Grant, sentAt: number, settings: LeaseSettings, hooks: LeaseHooks, at: number = now()) {
+    this.acquiredAt = at;
     this.#backend = backend;
     this.grant = grant;
     this.#settings = settings;
@@ -84,9 +87,11 @@ export class Lease {
    * is applied like a renewal sent with the acquisition (a failed one leaves the renewal or
    * the deadline to decide).
    */
-  start(): void {
+  start(at: number = now()): void {
     this.#renewAt = this.#settings.autoExtend ? this.#lastSentAt + this.#renewEveryMs() : Number.POSITIVE_INFINITY;
-    this.#schedule();
+    // `at`: the caller's clock reading at the grant (`acquiredAt`), microseconds ago: an
+    // uncontended cycle read the clock for each of the lease's first steps (docs/benchmarks.md).
+    this.#schedule(at);
     const confirmation = this.grant.confirmation;
     if (confirmation) this.#serialised(() => confirmation, this.#lastSentAt).catch(() => undefined);
   }
@@ -126,8 +131,14 @@ export class Lease {
    * pause, a hung VM, a long synchronous loop) the timer runs only after the code that woke
    * up, which must not go on as the holder meanwhile.
    */
-  #expireIfPast(): void {
-    if (this.#state === 'held' && now() >= this.#abortAt()) this.lose('expired');
+  #expireIfPast(at?: number): void {
+    if (this.#state === 'held' && (at ?? now()) >= this.#abortAt()) this.lose('expired');
+  }
+
+  /** {@link valid} at `at`, a clock reading taken by the caller just now. */
+  validAt(at: number): boolean {
+    this.#expireIfPast(at);
+    return this.#state === 'held';
   }
 
   /** A reentrant handle takes another reference. */
@@ -149,12 +160,12 @@ export class Lease {
     return Math.max(1, Math.min(this.#settings.ttlMs, this.#ttlMs) / 3);
   }
 
-  #schedule(): void {
+  #schedule(clock: number = now()): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     if (this.#state !== 'held') return;
     const at = Math.min(this.#renewAt, this.#abortAt());
-    this.#timer = setTimeout(() => this.#tick(), Math.max(0, at - now()));
+    this.#timer = setTimeout(() => this.#tick(), Math.max(0, at - clock));
     this.#timer.unref();
   }
 
@@ -282,22 +293,31 @@ export class Lease {
     return this.#releasing;
   }
 
-  async #sendRelease(wasHeld: boolean): Promise<boolean> {
+  /** Not an async function: one reaction on the backend's release (docs/benchmarks.md, "Redis: the uncontended floor"). */
+  #sendRelease(wasHeld: boolean): Promise<boolean> {
+    let sent: Promise<boolean>;
     try {
-      const released = await this.#backend.release(this.grant);
-      // A lease lost (or closed) before its release was already reported as lost.
-      if (wasHeld) this.#hooks.onReleased(this, released);
-      return released;
+      sent = this.#backend.release(this.grant);
     } catch (err) {
-      const error =
-        err instanceof LocksmithError
-          ? err
-          : new BackendUnavailableError(this.#backend.name, `releasing lock '${this.grant.lockId}' failed; it expires after its ttl`, {
-              cause: err,
-            });
-      this.#hooks.onError?.(this, 'release', error);
-      throw error;
+      sent = Promise.reject(err as Error);
     }
+    return sent.then(
+      (released) => {
+        // A lease lost (or closed) before its release was already reported as lost.
+        if (wasHeld) this.#hooks.onReleased(this, released);
+        return released;
+      },
+      (err: unknown) => {
+        const error =
+          err instanceof LocksmithError
+            ? err
+            : new BackendUnavailableError(this.#backend.name, `releasing lock '${this.grant.lockId}' failed; it expires after its ttl`, {
+                cause: err,
+              });
+        this.#hooks.onError?.(this, 'release', error);
+        throw error;
+      },
+    );
   }
 
   /** Stop all timers without touching the backend (a simulated crash). */

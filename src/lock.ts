@@ -111,15 +111,32 @@ export class Lock implements AsyncDisposable {
    * Give the lock up. Idempotent; never throws for a lease that already expired. A
    * re-entered handle only drops its count; the outermost release frees the lock.
    */
-  async release(): Promise<void> {
-    if (this.#released) return;
+  release(): Promise<void> {
+    if (this.#released) return Promise.resolve();
     this.#released = true;
+    // Not an async function: the usual release (no re-entry turn to pass on) is one reaction
+    // on the lease's release (docs/benchmarks.md, "Redis: the uncontended floor").
+    const endTurn = this.#endTurn;
+    let released: Promise<boolean> | undefined;
     try {
       // The last reference releases on the backend; the lease reports it (the `released` event).
-      await this.#lease.unref();
-    } finally {
-      this.#endTurn?.();
+      released = this.#lease.unref();
+    } catch (err) {
+      endTurn?.();
+      return Promise.reject(err as Error);
     }
+    if (!released) {
+      endTurn?.();
+      return Promise.resolve();
+    }
+    if (!endTurn) return released.then(nothing);
+    return released.then(
+      () => endTurn(),
+      (err: unknown) => {
+        endTurn();
+        throw err;
+      },
+    );
   }
 
   /** `await using` calls `release()`. */
@@ -132,3 +149,5 @@ export class Lock implements AsyncDisposable {
     return this.#lease;
   }
 }
+
+const nothing = (): void => undefined;

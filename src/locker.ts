@@ -381,16 +381,20 @@ export class Locker extends TypedEmitter {
     mode: (s: CallSettings) => AcquireMode,
     weight = 1,
   ): Promise<Lock | null> {
-    const p = (async () => {
+    // Not an async function: one reaction on the wait loop's promise, not a layer of its own
+    // (docs/benchmarks.md, "Redis: the uncontended floor"); a bad argument still rejects.
+    let p: Promise<Lock | null>;
+    try {
       this.#assertOpen();
       const id = validateLockId(lockId);
       const settings = resolveCallSettings(this.options, options);
       settings.signal?.throwIfAborted();
       const ownerId = settings.owner ?? randomOwnerId();
       const spec = { lockId: id, kind, permits, weight, settings, mode: mode(settings), ownerId, identity: this.#identity };
-      const got = await acquire(this.#host, this.#registry, spec);
-      return got === null ? null : this.#handle(got);
-    })();
+      p = acquire(this.#host, this.#registry, spec).then((got) => (got === null ? null : this.#handle(got)));
+    } catch (err) {
+      p = Promise.reject(err as Error);
+    }
     this.#pending.add(p);
     const forget = (): void => {
       this.#pending.delete(p);

@@ -340,7 +340,8 @@ export interface CallSettings {
 
 /** Validate one call's options (every key, every value) against the locker's defaults. */
 export function resolveCallSettings(base: LockerOptions, call: WithLockOptions | undefined): CallSettings {
-  if (call !== undefined && (typeof call !== 'object' || call === null)) {
+  if (call === undefined) return defaultSettings(base);
+  if (typeof call !== 'object' || call === null) {
     throw new InvalidArgumentError('options', 'options must be an object');
   }
   const c = call ?? {};
@@ -361,6 +362,18 @@ export function resolveCallSettings(base: LockerOptions, call: WithLockOptions |
     reentrant: c.reentrant === undefined ? undefined : validateBoolean(c.reentrant, 'reentrant'),
     rejectOnLoss: c.rejectOnLoss === undefined ? true : validateBoolean(c.rejectOnLoss, 'rejectOnLoss'),
   };
+}
+
+/** The settings of a call without options, per locker: its options are frozen, so one shared (frozen) object serves every such call. */
+const defaults = new WeakMap<LockerOptions, CallSettings>();
+
+function defaultSettings(base: LockerOptions): CallSettings {
+  let d = defaults.get(base);
+  if (!d) {
+    d = Object.freeze(resolveCallSettings(base, {}));
+    defaults.set(base, d);
+  }
+  return d;
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

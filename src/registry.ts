@@ -71,10 +71,10 @@ export class Registry {
     return error;
   }
 
-  /** A lease on `grant`, its validity counted from `sentAt`; not started nor registered yet. */
-  lease(backend: Backend, grant: Grant, sentAt: number, choice: LeaseChoice): Lease {
+  /** A lease on `grant`, its validity counted from `sentAt`, taken in at `at` (default: now); not started nor registered yet. */
+  lease(backend: Backend, grant: Grant, sentAt: number, choice: LeaseChoice, at?: number): Lease {
     const settings = { ttlMs: choice.ttlMs, autoExtend: choice.autoExtend, driftFactor: this.#driftFactor };
-    return new Lease(backend, grant, sentAt, settings, this.#hooks);
+    return new Lease(backend, grant, sentAt, settings, this.#hooks, at);
   }
 
   /** Keep a lease about to start (for close, and for re-entry by its explicit `owner`). */

@@ -67,27 +67,44 @@ export class RedisCommands {
   eval(s: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
     return new Promise<unknown>((resolve, reject) => {
       const entry = this.#track(s.name, reject);
-      const done = (e: { settled: boolean }) => (v: unknown) => {
-        e.settled = true;
-        resolve(v);
-      };
-      this.#client.evalsha(s.sha, keys.length, ...keys, ...args).then(done(entry), (err: unknown) => {
-        if (entry.settled) return;
-        entry.settled = true;
-        if (!isNoScript(err)) {
-          reject(this.#wrap(s.name, err));
-          return;
-        }
-        // The server lost its script cache (restart, SCRIPT FLUSH): send the source, with a
-        // deadline of its own, as a command of its own (a stalled process may read the
-        // NOSCRIPT reply only after the first deadline passed).
-        const again = this.#track(s.name, reject);
-        this.#client.eval(s.source, keys.length, ...keys, ...args).then(done(again), (e: unknown) => {
-          again.settled = true;
-          reject(this.#wrap(s.name, e));
-        });
-      });
+      this.#client.evalsha(s.sha, keys.length, ...keys, ...args).then(
+        (v: unknown) => {
+          entry.settled = true;
+          resolve(v);
+        },
+        (err: unknown) => {
+          if (entry.settled) return;
+          entry.settled = true;
+          if (isNoScript(err)) this.#resend(s, keys, args, resolve, reject);
+          else reject(this.#wrap(s.name, err));
+        },
+      );
     });
+  }
+
+  /**
+   * The server lost its script cache (restart, SCRIPT FLUSH): send the source, with a
+   * deadline of its own, as a command of its own (a stalled process may read the NOSCRIPT
+   * reply only after the first deadline passed).
+   */
+  #resend(
+    s: LuaScript,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    resolve: (v: unknown) => void,
+    reject: (err: Error) => void,
+  ): void {
+    const again = this.#track(s.name, reject);
+    this.#client.eval(s.source, keys.length, ...keys, ...args).then(
+      (v: unknown) => {
+        again.settled = true;
+        resolve(v);
+      },
+      (e: unknown) => {
+        again.settled = true;
+        reject(this.#wrap(s.name, e));
+      },
+    );
   }
 
   /**

@@ -71,8 +71,16 @@ export function lockIdAt(prefix: string, base: string): string | undefined {
  * `:<identity>`. The server stores it verbatim; only {@link readWho} reads it.
  */
 export function whoRecord(lockId: string, identity: string): string {
-  return /[{}]/.test(lockId) ? `${lockId.length}:${lockId}${identity}` : `:${identity}`;
+  if (/[{}]/.test(lockId)) return `${lockId.length}:${lockId}${identity}`;
+  // The same locker sends the same record with every attempt: built (and flattened) once.
+  if (identity !== lastIdentity) {
+    lastIdentity = identity;
+    lastRecord = `:${identity}`;
+  }
+  return lastRecord;
 }
+let lastIdentity: string | undefined;
+let lastRecord = '';
 
 /** A {@link whoRecord} read back: the lockId it carries (if any) and the identity. */
 export function readWho(record: string): { readonly lockId?: string; readonly identity: string } | undefined {

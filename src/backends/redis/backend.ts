@@ -79,6 +79,8 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
 
   readonly #client: RedisClientLike;
   readonly #prefix: string;
+  /** Prefix of every client's inbox channel (the scripts append the client id); sent with most scripts, so built once. */
+  readonly #inboxPrefix: string;
   readonly #ownsClient: boolean;
   readonly #healthCheckMs: number;
   readonly #commands: RedisCommands;
@@ -102,6 +104,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   constructor(client: RedisClientLike, options: RedisBackendOptions = {}) {
     this.#client = client;
     this.#prefix = options.prefix ?? 'locksmith:';
+    this.#inboxPrefix = `${this.#prefix}w:`;
     this.#keys = new LockKeyCache(this.#prefix);
     this.#ownsClient = options.ownsClient ?? false;
     this.#healthCheckMs = options.healthCheckMs ?? 250;
@@ -122,11 +125,6 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     return keyBase(this.#prefix, lockId);
   }
 
-  /** Prefix of every client's inbox channel (the scripts append the client id). */
-  get #inboxPrefix(): string {
-    return `${this.#prefix}w:`;
-  }
-
   /**
    * The waiter id of an acquisition. A fresh owner's is derived from the owner, so that
    * `cancel` finds the queue entry of an attempt whose reply never came.
@@ -137,28 +135,38 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     return req.freshOwner ? `${this.#clientId}.${req.ownerId}` : `${this.#clientId}.${(++this.#waiterSeq).toString(36)}`;
   }
 
-  async tryAcquire(req: AcquireRequest<RedisTicket>): Promise<AcquireResult<RedisTicket, RedisGrantData>> {
-    this.#assertOpen();
-    const handed = req.ticket && this.#holdOnReceipt(req, req.ticket);
-    if (handed) return { granted: true, grant: handed };
-    // This backend just released the lock to a waiter of this process: let its wake-up go
-    // out first, or this attempt, sent sooner, would take the lock back every time.
-    const waking = req.ticket ? undefined : this.#waking.get(req.lockId);
-    if (waking) await raceAbort(waking, req.signal);
+  /** Not an async function: the usual first attempt costs one reaction on the command's promise (docs/benchmarks.md). */
+  tryAcquire(req: AcquireRequest<RedisTicket>): Promise<AcquireResult<RedisTicket, RedisGrantData>> {
+    try {
+      this.#assertOpen();
+      const handed = req.ticket && this.#holdOnReceipt(req, req.ticket);
+      if (handed) return Promise.resolve({ granted: true, grant: handed });
+      // This backend just released the lock to a waiter of this process: let its wake-up go
+      // out first, or this attempt, sent sooner, would take the lock back every time.
+      const waking = req.ticket ? undefined : this.#waking.get(req.lockId);
+      if (waking) return raceAbort(waking, req.signal).then(() => this.#attemptNow(req));
+      return this.#attemptNow(req);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+  }
+
+  /** ACQUIRE_SOLO when it fits (solo.ts), the full ACQUIRE when it does not or answers 0. */
+  #attemptNow(req: AcquireRequest<RedisTicket>): Promise<AcquireResult<RedisTicket, RedisGrantData>> {
     const stamp = req.freshOwner ? '' : `~${this.#clientId}.${(++this.#attemptSeq).toString(36)}`;
-    if (soloFits(req, this.#contention)) {
-      // No queue entry can come of it: no waiter id, inbox mark or secret yet (solo.ts).
-      let token: unknown;
-      try {
-        token = await soloAttempt(this.#commands, this.#keys.of(req.lockId), req, KIND_LETTER[req.kind], stamp, this.#inboxPrefix);
-      } catch (err) {
+    if (!soloFits(req, this.#contention)) return this.#fullAttempt(req, stamp);
+    // No queue entry can come of it: no waiter id, inbox mark or secret yet (solo.ts).
+    return soloAttempt(this.#commands, this.#keys.of(req.lockId), req, KIND_LETTER[req.kind], stamp, this.#inboxPrefix).then(
+      (token) => {
+        if (token !== 0) return granted(req, 1, token, req.ownerId);
+        this.#contention.saw(req.lockId);
+        return this.#fullAttempt(req, stamp);
+      },
+      (err: unknown) => {
         this.#lostAttempt(req, '', stamp);
         throw err;
-      }
-      if (token !== 0) return granted(req, 1, token, req.ownerId);
-      this.#contention.saw(req.lockId);
-    }
-    return this.#fullAttempt(req, stamp);
+      },
+    );
   }
 
   /** One full ACQUIRE: a grant, a re-entry, or a queue position with what its wait needs. */
@@ -346,21 +354,23 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     return { ttlMs };
   }
 
-  async release(grant: Grant<RedisGrantData>): Promise<boolean> {
-    this.#assertOpen();
+  /** Not an async function: a release that messaged nobody costs one reaction on the command's promise. */
+  release(grant: Grant<RedisGrantData>): Promise<boolean> {
+    if (this.#closed) return Promise.reject(this.#closedError());
     const sentAt = performance.now();
-    const ok = await this.#commands.eval(RELEASE, this.#keys.of(grant.lockId), [
-      grant.data.field,
-      KIND_LETTER[grant.kind],
-      grant.token.toString(),
-      this.#inboxPrefix,
-    ]);
-    if (typeof ok !== 'string') return ok === 1;
-    this.#contention.saw(grant.lockId);
-    // The release messaged a waiter; the reply is that message (the waiter id first). It
-    // returns now (one round trip); when that waiter is in this process, its inbox takes the
-    // reply as the message, and this backend's next acquire of the lock waits for that
-    // (docs/backends/redis.md, "Waiting by notification").
+    const args = [grant.data.field, KIND_LETTER[grant.kind], grant.token.toString(), this.#inboxPrefix];
+    return this.#commands
+      .eval(RELEASE, this.#keys.of(grant.lockId), args)
+      .then((ok) => (typeof ok === 'string' ? this.#messaged(grant.lockId, ok, sentAt) : ok === 1));
+  }
+
+  /**
+   * The release messaged a waiter; its reply is that message (the waiter id first). When that waiter is in
+   * this process, its inbox takes the reply as the message, and this backend's next acquire of the lock
+   * waits for that (docs/backends/redis.md, "Waiting by notification").
+   */
+  #messaged(lockId: string, ok: string, sentAt: number): true {
+    this.#contention.saw(lockId);
     const bar = ok.indexOf('|');
     const waiterId = bar < 0 ? ok : ok.slice(0, bar);
     const channel = `${this.#inboxPrefix}${waiterId.slice(0, waiterId.indexOf('.'))}`;
@@ -370,7 +380,6 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     // microtasks), before any I/O or timer: ahead of the pub/sub message, which Redis writes
     // after this reply and which is read in a later poll phase.
     process.nextTick(() => this.#inboxes.wake(channel, ok, sentAt));
-    const lockId = grant.lockId;
     this.#waking.set(lockId, heard);
     void heard.then(() => {
       if (this.#waking.get(lockId) === heard) this.#waking.delete(lockId);
@@ -437,6 +446,10 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
   }
 
   #assertOpen(): void {
-    if (this.#closed) throw new BackendUnavailableError(this.name, 'the redis backend is closed');
+    if (this.#closed) throw this.#closedError();
+  }
+
+  #closedError(): BackendUnavailableError {
+    return new BackendUnavailableError(this.name, 'the redis backend is closed');
   }
 }
