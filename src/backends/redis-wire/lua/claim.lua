@@ -9,5 +9,9 @@ local v = redis.call('HGET', h, field)
 if not v then return 0 end
 local hk, count, tok, exp, dl, hw, rest = parse(v)
 if hk ~= kind or tok ~= token or hw ~= wid or exp <= now then return 0 end
-take_handoff(h, x, t, field, hk, count, tok, exp, ttl, delay, now, rest)
+-- Without an index `x` the hash holds at most one field (the invariant in
+-- src/backends/redis/scripts.ts): this one, so put_hold needs no HGETALL to know it is alone.
+local live = nil
+if redis.call('EXISTS', x) == 0 then live = {field, v} end
+take_handoff(h, x, t, field, hk, count, tok, exp, ttl, delay, now, rest, live)
 return 1

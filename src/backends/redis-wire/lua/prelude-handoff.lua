@@ -36,9 +36,10 @@ end
 -- Claim a hand-off made to this waiter: the lease starts now, for the claimer's ttl and
 -- lockDelay, never shorter than the hold already is (its owner may have re-entered it from
 -- elsewhere meanwhile, vouching for a longer ttl).
-local function take_handoff(h, x, t, field, kind, count, token, exp, ttl, delay, now, rest)
+-- live: the hash's fields and values when the caller knows `x` does not exist (put_hold).
+local function take_handoff(h, x, t, field, kind, count, token, exp, ttl, delay, now, rest, live)
   if now + ttl > exp then exp = now + ttl end
-  put_hold(h, x, t, field, pack(kind, count, token, exp, delay, '', rest), exp + delay)
+  put_hold(h, x, t, field, pack(kind, count, token, exp, delay, '', rest), exp + delay, live)
 end
 -- After a hold ended: hand the lock to an exclusive (mutex/write) head waiter that sent a
 -- secret (fair or not) when nobody else holds, else wake the head. A hand-off is a hold the head must claim (CLAIM, or its next attempt)
@@ -46,18 +47,21 @@ end
 -- it may have held on receipt), not a whole ttl. Its message carries the token, the end of
 -- that window and the secret of the head's last attempt (read here, never sent by anyone
 -- else), so the head may hold on receipt. The next in line is told when to re-check.
--- Call it only when the queue key exists. Returns the message it sent the waiter it woke or
--- handed the lock to (its id first), or false: the releaser's client delivers it at once to a
--- waiter of its own process (docs/backends/redis.md, "Waiting by notification").
+-- Call it only when the queue key exists. free: nobody holds any more (no need to look).
+-- stale: the hash `h` still holds only the record just released, for this function to delete:
+-- with the queue keys when the head it hands the lock to was the only entry (q, qx and qw hold
+-- the same waiter ids: docs/backends/redis.md, "How it works"), one DEL for the four (the
+-- counter qs stays). Returns the message it sent the waiter it woke or handed the lock to
+-- (its id first), or false: the releaser's client delivers it at once to a waiter of its own
+-- process (docs/backends/redis.md, "Waiting by notification").
 local CLAIM_MS = 2000
-local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us, free)
+local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us, free, stale)
   purge_queue(q, qx, qw, now)
   -- The head and the one behind it (told when the head's claim window ends).
   local two = redis.call('ZRANGE', q, 0, 1)
   local nxt = two[1]
-  if not nxt then return false end
-  local rec = redis.call('HMGET', qw, nxt, '\0' .. nxt)
-  local info = rec[1]
+  local rec = nxt and redis.call('HMGET', qw, nxt, '\0' .. nxt)
+  local info = rec and rec[1]
   if info and (free or redis.call('EXISTS', h) == 0) then
     -- The fair flag (and a semaphore's weight) after the kind letter do not matter here.
     local k, ttl, dl, secret, owner = string.match(info, '^(%a)%d+|(%d+)|(%d+)|([^|]*)|(.*)$')
@@ -67,20 +71,29 @@ local function after_release(h, x, t, q, qx, qw, qs, inbox, now, now_us, free)
       local delay = tonumber(dl)
       local at, free_at = now + claim, now + claim + delay
       local tok = take_token(t, now_us, 'PXAT', free_at + 601000)
+      local second = two[2]
+      if second then
+        if stale then redis.call('DEL', h) end
+        unqueue(q, qx, qw, nxt)
+      elseif stale then
+        redis.call('DEL', h, q, qx, qw)
+      else
+        redis.call('DEL', q, qx, qw)
+      end
       -- The hold keeps the waiter's record, acquired now. Nobody else holds: no index `x`.
       local who = rec[2]
       if who then who = '|' .. fmt(now) .. string.match(who, '^%d*(|.*)$') end
       redis.call('HSET', h, owner, pack(k, 1, tok, at, delay, nxt, who))
       redis.call('PEXPIREAT', h, free_at + 1000)
-      unqueue(q, qx, qw, nxt)
       -- Redis writes the last reply queued first: the head's message goes out before the notice.
-      local second = two[2]
       if second then notify(inbox, second, second .. '|next|' .. fmt(free_at - now)) end
       local msg = nxt .. '|' .. tok .. '|' .. fmt(at) .. '|' .. secret
       notify(inbox, nxt, msg)
       return msg
     end
   end
+  if stale then redis.call('DEL', h) end
+  if not nxt then return false end
   notify(inbox, nxt, nxt)
   return nxt
 end

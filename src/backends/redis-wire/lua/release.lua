@@ -34,11 +34,12 @@ if count > 1 then
   redis.call('HSET', h, field, pack(hk, count - 1, tok, exp, dl, hw, rest))
   return 1
 end
--- A queue and no index (e == 2): this was the only holder, as drop() would find.
+-- A queue and no index (e == 2): this was the only holder, as drop() would find. Its record
+-- goes in after_release (with the queue keys, when it can: one DEL).
 local free = e == 2
-if free then redis.call('DEL', h) else free = drop(h, x, t, field) end
+if not free then free = drop(h, x, t, field) end
 if queued then
-  local woke = after_release(h, x, t, q, qx, qw, qs, inbox, now, tm[1] * 1000000 + tm[2], free)
+  local woke = after_release(h, x, t, q, qx, qw, qs, inbox, now, tm[1] * 1000000 + tm[2], free, e == 2)
   if woke then return woke end
 end
 return 1
