@@ -2,6 +2,7 @@
  * Rows (a), (b) and (c) of bench/serve.ts (docs/benchmarks.md, "The lock service"): the
  * library against the service in alternating rounds, the hand-off, and the CPU of keepalives.
  */
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLocker, type Locker } from '../src/index.js';
 import { percentiles, type Percentiles } from '../src/bench-matrix/stats.js';
@@ -31,17 +32,37 @@ export interface Target {
   readonly pid?: number;
 }
 
-/** Run `rounds` rounds of every contender, the order rotating each round; the samples of each. */
-async function alternate(contenders: readonly (() => Promise<number>)[], rounds: number, perRound: number): Promise<number[][]> {
+/**
+ * The CPU time (ms) the main thread of process `pid` used so far: its scheduler's own count
+ * in nanoseconds (`/proc/<pid>/stat`'s ticks are 10 ms); 0 for no process.
+ */
+function threadCpuMs(pid: number | undefined): number {
+  if (!pid) return 0;
+  return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+}
+
+/**
+ * Run `rounds` rounds of every contender, the order rotating each round; the samples of each,
+ * and the CPU time (ms) the process `pids[i]` (if any) spent in contender i's rounds.
+ */
+async function alternate(
+  contenders: readonly (() => Promise<number>)[],
+  rounds: number,
+  perRound: number,
+  pids: readonly (number | undefined)[] = [],
+): Promise<{ samples: number[][]; cpuMs: number[] }> {
   const samples = contenders.map((): number[] => []);
+  const cpuMs = contenders.map(() => 0);
   for (const c of contenders) await c(); // warm-up, dropped
   for (let r = 0; r < rounds; r++) {
     for (let k = 0; k < contenders.length; k++) {
       const i = (r + k) % contenders.length;
+      const cpu = threadCpuMs(pids[i]);
       for (let n = 0; n < perRound; n++) samples[i]?.push(await contenders[i]!());
+      cpuMs[i] = (cpuMs[i] ?? 0) + threadCpuMs(pids[i]) - cpu;
     }
   }
-  return samples;
+  return { samples, cpuMs };
 }
 
 /** (a) acquire + release: the library and each service, alternating rounds. */
@@ -64,14 +85,17 @@ export async function rowA(locker: Locker, targets: readonly Target[]): Promise<
       };
     }),
   );
-  const [l, ...s] = (await alternate([lib, ...cycles], ROUNDS, ITERATIONS)).map(percentiles);
+  const { samples, cpuMs } = await alternate([lib, ...cycles], ROUNDS, ITERATIONS, [undefined, ...targets.map((t) => t.pid)]);
+  const [l, ...s] = samples.map(percentiles);
   if (!l) return;
   console.log(`(a) acquire+release, library: ${ms(l)} p50 / p99 (${l.n} cycles)`);
-  s.forEach((p, i) =>
+  s.forEach((p, i) => {
+    // The service's main thread's CPU per cycle: a change's cost that the p50 (mostly waits) hides.
+    const cpu = targets[i]?.pid ? `; service main thread ${(((cpuMs[i + 1] ?? 0) * 1000) / p.n).toFixed(0)} µs CPU a cycle` : '';
     console.log(
-      `(a) acquire+release, ${targets[i]?.name}: ${ms(p)} p50 / p99 (${p.n} cycles); − library p50 = ${(p.p50 - l.p50).toFixed(3)} ms (target ≤ 0.5)`,
-    ),
-  );
+      `(a) acquire+release, ${targets[i]?.name}: ${ms(p)} p50 / p99 (${p.n} cycles); − library p50 = ${(p.p50 - l.p50).toFixed(3)} ms (target ≤ 0.5)${cpu}`,
+    );
+  });
 }
 
 const idle = (): Promise<unknown> => sleep(20 + Math.random() * 30);
@@ -117,7 +141,7 @@ export async function rowB(url: string, targets: readonly Target[]): Promise<voi
       return () => serviceHandoff(http, holder, waiter);
     }),
   );
-  const [lib, ...svc] = await alternate([() => libraryHandoff(a, b), ...services], HANDOFFS, 1);
+  const [lib, ...svc] = (await alternate([() => libraryHandoff(a, b), ...services], HANDOFFS, 1)).samples;
   await Promise.all([a.close(), b.close()]);
   svc.forEach((x, i) =>
     console.log(

@@ -144,12 +144,22 @@ async function recordStore(locker: Locker, backend: Backend, records: Locker): P
  */
 function guard(app: FastifyInstance, access: Access, rate: RateLimit): WeakMap<FastifyRequest, string> {
   const clients = new WeakMap<FastifyRequest, string>();
-  app.addHook('onRequest', async (request) => {
-    const need = (request.routeOptions.config as { need?: Need } | undefined)?.need ?? 'read';
-    const client = access.check(request, need);
-    if (client === undefined) return;
-    rate.take(client);
-    clients.set(request, client);
+  // Insecure local mode checks nothing and names no client: no hook on every request.
+  if (!access.checks) return clients;
+  // A callback hook, not an async one: no promise per request.
+  app.addHook('onRequest', (request, _reply, done) => {
+    try {
+      const need = (request.routeOptions.config as { need?: Need } | undefined)?.need ?? 'read';
+      const client = access.check(request, need);
+      if (client !== undefined) {
+        rate.take(client);
+        clients.set(request, client);
+      }
+    } catch (err) {
+      done(err as Error);
+      return;
+    }
+    done();
   });
   return clients;
 }

@@ -63,6 +63,11 @@ export class Access {
     this.#clients = tokens === undefined ? (insecure ? undefined : []) : parseTokens(tokens);
   }
 
+  /** Whether requests are checked at all (false in insecure local mode: every request is allowed). */
+  get checks(): boolean {
+    return this.#clients !== undefined;
+  }
+
   /** The client name of the request, checked against what the route needs. */
   check(request: FastifyRequest, need: Need): string | undefined {
     if (need === 'none' || this.#clients === undefined) return undefined;

@@ -7,7 +7,7 @@ import type { LockKind } from '../backend.js';
 import type { LockInfo } from '../observe/list.js';
 import type { Locker } from '../locker.js';
 import type { JsonValue } from '../observe/identity.js';
-import { NEVER_ABORTED, type Holds } from './holds.js';
+import { NEVER_ABORTED, type AcquireInput, type Holds } from './holds.js';
 import { RESERVED_PREFIX } from './records.js';
 import * as S from './schemas.js';
 import { ServeError, type SessionInfo, type Sessions } from './sessions.js';
@@ -118,16 +118,16 @@ export function lockRoutes(app: FastifyInstance, deps: RouteDeps): void {
     if (kind === 'semaphore' && b.permits === undefined) throw new ServeError(400, 'INVALID_ARGUMENT', 'a semaphore needs permits');
     const waitMs = b.waitMs ?? 0;
     // A one-shot attempt has no long poll to end: whether its client left is looked at once, after the grant.
-    const clientGone = (): boolean => request.raw.socket.destroyed;
-    const input = {
+    const socket = request.raw.socket;
+    const input: AcquireInput = {
       session: b.session,
       lockId,
       waitMs,
       fair: b.fair ?? false,
       kind,
       permits: b.permits ?? 1,
-      ...(waitMs === 0 ? { clientGone } : {}),
-      ...(b.requestId === undefined ? {} : { requestId: b.requestId }),
+      clientGone: waitMs === 0 ? (): boolean => socket.destroyed : undefined,
+      requestId: b.requestId,
     };
     // A session this replica knows lets the first attempt go out beside the session's read.
     const session = (): Promise<SessionInfo> => ownSession(deps, request, b.session);

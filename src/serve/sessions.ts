@@ -288,7 +288,7 @@ export class Sessions {
   /** The session's holds changed through this replica: its next keepalive renews (and counts) again. */
   changed(id: string): void {
     const r = this.#renewed.get(id);
-    if (r !== undefined) this.#renewed.set(id, { until: r.until, holds: undefined });
+    if (r !== undefined && r.holds !== undefined) this.#renewed.set(id, { until: r.until, holds: undefined });
   }
 
   /** Renew the record: in place by its own marker's grant, else (no marker) by rolling it. */
