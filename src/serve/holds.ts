@@ -9,7 +9,7 @@ import type { AcquireRequest, AcquireResult, Backend, Grant, LockKind } from '..
 import { LockTimeoutError, UnsupportedError } from '../errors.js';
 import { BoundedMap } from '../util/bounded-map.js';
 import { raceAbort } from '../util/time.js';
-import type { Lasting } from './intents.js';
+import { holdOf, type Lasting } from './intents.js';
 import type { IntentInfo } from './markers.js';
 import { Later } from './later.js';
 import { encodeIdentity, randomId } from './records.js';
@@ -406,24 +406,9 @@ function view(session: SessionInfo, grant: Grant, requestId: string | undefined)
   };
 }
 
-/**
- * The hold granted under an intent, built in one object (as `holdOf` reads one back, with the
- * request id the owner id was made with): the acquire path's allocations are most of the
- * service's own CPU per request (docs/benchmarks.md, "The lock service").
- */
+/** The hold granted under an intent (as `holdOf` reads one back, with the request id its owner id was made with). */
 function intentHold(intent: IntentInfo, grant: Grant, requestId: string | undefined, lasting: Lasting): Granted {
-  return {
-    lockId: intent.lockId,
-    token: grant.token,
-    grant,
-    markerId: intent.markerId,
-    markerOwners: intent.markerOwners,
-    markerLeftMs: intent.markerLeftMs,
-    intent: true,
-    requestId,
-    lasting,
-    markedAt: performance.now(),
-  };
+  return Object.assign(holdOf(intent, grant, requestId), { lasting, markedAt: performance.now() });
 }
 
 /** A hold with its full marker, as just written. */

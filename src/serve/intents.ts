@@ -156,9 +156,12 @@ export class Intents {
   }
 }
 
-/** The hold an intent stands for, with its grant. */
-export function holdOf(intent: IntentInfo, grant: Grant): HoldInfo {
-  const requestId = requestOf(grant.ownerId);
+/**
+ * The hold an intent stands for, with its grant; `requestId`: the one its owner id was made
+ * with (read from the owner id when not given). One object literal: the acquire path makes one
+ * per grant (docs/benchmarks.md, "The lock service").
+ */
+export function holdOf(intent: IntentInfo, grant: Grant, requestId = requestOf(grant.ownerId)): HoldInfo {
   return {
     lockId: intent.lockId,
     token: grant.token,
@@ -167,6 +170,6 @@ export function holdOf(intent: IntentInfo, grant: Grant): HoldInfo {
     markerOwners: intent.markerOwners,
     markerLeftMs: intent.markerLeftMs,
     intent: true,
-    ...(requestId === undefined ? {} : { requestId }),
+    requestId,
   };
 }
