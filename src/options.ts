@@ -344,7 +344,7 @@ export function resolveCallSettings(base: LockerOptions, call: WithLockOptions |
   if (typeof call !== 'object' || call === null) {
     throw new InvalidArgumentError('options', 'options must be an object');
   }
-  const c = call ?? {};
+  const c = call;
   rejectUnknownKeys(c, CALL_KEYS, 'lock');
   const timeout = c.timeoutMs === undefined ? undefined : validateDuration(c.timeoutMs, 'timeoutMs', true);
   const wait = c.waitMs === undefined ? undefined : validateDuration(c.waitMs, 'waitMs', true);

@@ -29,6 +29,9 @@ export interface Listener {
 }
 
 /** One lock's state as an SSE frame. */
+/** The frame of a lock gone from the listing: free, nobody waiting. */
+const freedFrame = (info: LockInfo): string => stateFrame({ ...info, holders: [], waiters: 0, queue: [] });
+
 export function stateFrame(info: LockInfo): string {
   return `event: state\ndata: ${JSON.stringify(lockJson(info))}\n\n`;
 }
@@ -128,9 +131,8 @@ export class StateFeed {
       const shown = new Map(this.#shown);
       this.#shown.clear();
       for (const [id, s] of now) if (before.get(id)?.frame !== s.frame || shown.has(id)) text += s.frame;
-      for (const [id, s] of before) if (!now.has(id)) text += stateFrame({ ...s.info, holders: [], waiters: 0, queue: [] });
-      for (const [id, info] of shown)
-        if (!now.has(id) && !before.has(id)) text += stateFrame({ ...info, holders: [], waiters: 0, queue: [] });
+      for (const [id, s] of before) if (!now.has(id)) text += freedFrame(s.info);
+      for (const [id, info] of shown) if (!now.has(id) && !before.has(id)) text += freedFrame(info);
       // The first listing is what streams opened before it were sent by their own: ready after it.
       if (first) this.#ready();
       else if (text !== '') this.#send(Buffer.from(text));
