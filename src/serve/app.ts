@@ -7,6 +7,7 @@ import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerO
 import { Access, RateLimit, type Need } from './auth.js';
 import type { Backend } from '../backend.js';
 import { createLocker, type Locker } from '../locker.js';
+import { validateDuration } from '../options.js';
 import { routedBackend } from './records.js';
 import { errorHandler } from './errors.js';
 import { VIEW_HTML } from './view.js';
@@ -72,6 +73,8 @@ export const DEFAULT_LIMITS: ServeLimits = Object.freeze({
 
 /** Build the service (routes registered, not listening). */
 export async function buildServer(options: ServeOptions): Promise<FastifyInstance> {
+  // Checked before anything is opened: a bad value is the caller's typed error, not a half-built server.
+  const markerTtlMs = options.markerTtlMs === undefined ? undefined : validateDuration(options.markerTtlMs, 'markerTtlMs');
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
   const backend = await options.locker.backend();
   const app = Fastify({
@@ -100,7 +103,7 @@ export async function buildServer(options: ServeOptions): Promise<FastifyInstanc
   });
   const store = options.records ? await recordStore(options.locker, backend, options.records) : options.locker;
   if (store !== options.locker) app.addHook('onClose', () => store.close());
-  const sessions = new Sessions(store, await store.backend(), options.markerTtlMs);
+  const sessions = new Sessions(store, await store.backend(), markerTtlMs);
   const holds = new Holds(backend, sessions, limits.waitsPerSession);
   // The replica's background work (write-downs, intents' idle removals) ends with it.
   app.addHook('onClose', async () => {

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { createLocker, type HolderInfo } from '../../src/index.js';
+import { createLocker, InvalidArgumentError, type HolderInfo } from '../../src/index.js';
 import { buildServer } from '../../src/serve/app.js';
 import { eventually } from '../helpers.js';
 import { client, fileUrl, startService } from './service.js';
@@ -68,6 +68,17 @@ test('a closed service writes nothing more: a hold granted just before keeps its
     assert.equal(holders.filter((h) => h.identity?.meta?.l === 'roll/closing').length, 1, 'the intent stays');
   } finally {
     await app.close();
+    await locker.close();
+  }
+});
+
+test('a marker life that is not a positive number of ms is an InvalidArgumentError, before anything is opened', async () => {
+  const locker = createLocker(url, { name: 'serve-test' });
+  try {
+    for (const markerTtlMs of [0, -1, Number.NaN, Infinity, '60000' as unknown as number]) {
+      await assert.rejects(buildServer({ insecure: true, locker, markerTtlMs }), InvalidArgumentError, String(markerTtlMs));
+    }
+  } finally {
     await locker.close();
   }
 });
