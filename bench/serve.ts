@@ -4,7 +4,8 @@
  * and the service as its own process, then measures from this process, a client on loopback:
  *
  * (a) acquire + release through the service against the library's own on the same backend,
- *     in alternating rounds (ROUNDS × ITERATIONS cycles each);
+ *     and against its floor (bench/serve-floor.ts: node:http running the library, its own
+ *     process), in alternating rounds (ROUNDS × ITERATIONS cycles each, after WARMUP dropped);
  * (b) hand-off through the service: a waiter long-polls, idle 20–50 ms, then the holder's
  *     release is sent; from that send to the waiter's answer (HANDOFFS samples), with the
  *     library's hand-off (lock() of a second locker) in alternating rounds;
@@ -25,11 +26,14 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { get, type ClientRequest } from 'node:http';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { createLocker } from '../src/index.js';
 import { percentiles } from '../src/bench-matrix/stats.js';
 import { startRedis } from '../scripts/servers/redis.js';
 import { cpuMsOf, Http, startServiceProcess } from './serve-client.js';
 import { env, ms, rowA, rowB, rowC, type Target } from './serve-rows.js';
+
+const FLOOR = fileURLToPath(new URL('./serve-floor.ts', import.meta.url));
 
 const VIEWS = env('VIEWS', 100);
 const CONTENDERS = env('CONTENDERS', 64);
@@ -210,25 +214,28 @@ async function main(): Promise<void> {
   const service = await startServiceProcess(url, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : [], process.env.SERVE_MAIN);
   const http = new Http(service.base);
   const before = process.env.SERVE_BEFORE ? await startServiceProcess(url, [], process.env.SERVE_BEFORE) : undefined;
+  // Row (a)'s floor: node:http running the library, no service (bench/serve-floor.ts).
+  const floor = rows.includes('a') ? await startServiceProcess(url, [], FLOOR) : undefined;
   const targets: Target[] = [
     { name: 'service', http, base: service.base, pid: service.child.pid ?? 0 },
     ...(before ? [{ name: 'service (before)', http: new Http(before.base), base: before.base, pid: before.child.pid ?? 0 }] : []),
   ];
+  const floorTarget = floor ? [{ name: 'floor', http: new Http(floor.base), base: floor.base, pid: floor.child.pid ?? 0 }] : [];
   console.log(
     `backend: ${engine === 'redis' ? `redis (harness, ${url})` : url}; service ${service.base} (own process); node ${process.version}`,
   );
   try {
     if (rows.includes('a')) {
       const locker = createLocker(url);
-      await rowA(locker, targets);
+      await rowA(locker, [...targets, ...floorTarget]);
       await locker.close();
     }
     if (rows.includes('b')) await rowB(url, targets);
     if (rows.includes('c')) await rowC(service, http);
     if (rows.includes('d')) await rowD(targets);
   } finally {
-    for (const t of targets) t.http.close();
-    await Promise.all([service.stop(), before?.stop()]);
+    for (const t of [...targets, ...floorTarget]) t.http.close();
+    await Promise.all([service.stop(), before?.stop(), floor?.stop()]);
     await redis?.stop();
   }
 }

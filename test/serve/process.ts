@@ -32,7 +32,10 @@ export async function spawnService(
   args: readonly string[] = ['--insecure-local'],
   { nodeFlags = [], main = MAIN }: SpawnOptions = {},
 ): Promise<ServiceProcess> {
-  const argv = [...nodeFlags, '--import', 'tsx', main, 'serve', '--backend', backend, '--listen', '127.0.0.1:0', ...args];
+  // A built entry point runs as users run it, on plain Node: the tsx loader left in a built
+  // service's process costs it time on every request (docs/benchmarks.md, "The lock service").
+  const loader = main.endsWith('.ts') ? ['--import', 'tsx'] : [];
+  const argv = [...nodeFlags, ...loader, main, 'serve', '--backend', backend, '--listen', '127.0.0.1:0', ...args];
   const child = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '' } });
   const base = await new Promise<string>((resolve, reject) => {
     const lines = createInterface({ input: child.stdout! });
