@@ -8,6 +8,7 @@ import type { Lock as Hold } from '../lock.js';
 import type { Locker } from '../locker.js';
 import { lockerFor, lossRouter, type CompatClient } from './clients.js';
 import { acquirePermits, acquireSlot, waitLeft, type Budget } from './permits.js';
+import { BoundedMap } from '../util/bounded-map.js';
 
 /** A user's ioredis client. */
 export type RedisClient = CompatClient;
@@ -77,18 +78,27 @@ type HoldSettings = Readonly<{ ttlMs: number; autoExtend: false; owner?: string 
 /** The settings of one attempt. */
 type Attempt = HoldSettings & { readonly waitMs: number; readonly signal?: AbortSignal };
 
-/**
- * The settings of a lock without a fixed identifier, shared by every lock object of the last
- * `lockTimeout` used: a `new Mutex` per use then makes no settings objects of its own.
- */
-let shared: { readonly ttlMs: number; readonly settings: HoldSettings; readonly first: Attempt } | undefined;
+/** The settings of a lock without a fixed identifier: its holds', and its first attempt's. */
+interface Unowned {
+  readonly settings: HoldSettings;
+  readonly first: Attempt;
+}
 
-function unowned(ttlMs: number): { readonly settings: HoldSettings; readonly first: Attempt } {
-  if (shared?.ttlMs !== ttlMs) {
+/**
+ * The {@link Unowned} settings of each recent `lockTimeout`, shared by every lock object of
+ * it: a `new Mutex` per use then makes no settings objects of its own. Frozen, so sharing
+ * them is safe; a map, so that objects of different lockTimeouts alternating build nothing.
+ */
+const unownedByTtl = new BoundedMap<number, Unowned>(32);
+
+function unowned(ttlMs: number): Unowned {
+  let u = unownedByTtl.get(ttlMs);
+  if (u === undefined) {
     const settings: HoldSettings = Object.freeze({ ttlMs, autoExtend: false });
-    shared = { ttlMs, settings, first: Object.freeze({ ...settings, waitMs: 0 }) };
+    u = Object.freeze({ settings, first: Object.freeze({ ...settings, waitMs: 0 }) });
+    unownedByTtl.set(ttlMs, u);
   }
-  return shared;
+  return u;
 }
 
 /** The common life cycle: acquire, refresh on a timer, detect loss, release. */

@@ -20,7 +20,7 @@ import {
   TimeoutError,
   type Lock,
 } from '../../src/compat/redis-semaphore.js';
-import { COMPAT_PREFIX } from '../../src/compat/clients.js';
+import { COMPAT_PREFIX, lockerFor } from '../../src/compat/clients.js';
 import { lockKeys } from '../../src/backends/redis/index.js';
 import { startRedis } from '../../scripts/servers/redis.js';
 import { startRedlock } from '../../scripts/servers/redlock.js';
@@ -217,6 +217,28 @@ test('identifier (deviation: read after an acquisition, the hold owner id) stays
   assert.equal(handler.token, mutex.token);
   await handler.release();
   await mutex.release();
+});
+
+test('lock objects of two lockTimeouts, acquired by turns, each hold a lease of their own lockTimeout', T, async () => {
+  const k = key('ttls');
+  const taken: { lock: Lock; lockId: string; ttl: number }[] = [];
+  for (const [i, ttl] of [20_000, 40_000, 20_000, 40_000].entries()) {
+    const options = { lockTimeout: ttl, refreshInterval: 0 };
+    const mutex = new Mutex(client, `${k}-${i}`, options);
+    await mutex.acquire();
+    taken.push({ lock: mutex, lockId: `mutex:${k}-${i}`, ttl });
+    const semaphore = new Semaphore(client, k, 4, options);
+    await semaphore.acquire();
+    taken.push({ lock: semaphore, lockId: `semaphore:${k}`, ttl });
+  }
+  // What the server holds: each hold's lease as written, read back through the shim's own locker.
+  const locker = lockerFor([client]);
+  for (const { lock, lockId, ttl } of taken) {
+    const h = (await locker.inspect(lockId)).holders.find((x) => x.token === lock.token);
+    assert.ok(h?.leaseEndsAt !== undefined && h.acquiredAt !== undefined, lockId);
+    assert.equal(h.leaseEndsAt - h.acquiredAt, ttl, `${lockId} ${lock.token}`);
+  }
+  await Promise.all(taken.map((t) => t.lock.release()));
 });
 
 test('every acquisition carries a fencing token, increasing across holders', T, async () => {

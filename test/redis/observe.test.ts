@@ -9,7 +9,17 @@ import { randomBytes } from 'node:crypto';
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
 import { hostname } from 'node:os';
-import { createLocker, InvalidArgumentError, LockLostError, type Lock, type Locker, type LockerOptions } from '../../src/index.js';
+import { Redis } from 'ioredis';
+import {
+  createLocker,
+  formatIdentity,
+  InvalidArgumentError,
+  LockLostError,
+  type Lock,
+  type Locker,
+  type LockerOptions,
+} from '../../src/index.js';
+import { RedisBackend } from '../../src/backends/redis/index.js';
 import type { Backend, LockState } from '../../src/backend.js';
 import { decodeIdentity } from '../../src/observe/identity.js';
 import { startRedis } from '../../scripts/servers/redis.js';
@@ -162,4 +172,34 @@ test('redis: a holder in another process is listed with that process’s host, p
   } finally {
     child.kill('SIGKILL');
   }
+});
+
+/** `name pid@host` of the holder of `hold`'s lock with `hold`'s token, as `viewer.inspect()` shows it. */
+async function holderOf(viewer: Locker, hold: Lock): Promise<string> {
+  const { holders } = await viewer.inspect(hold.lockId);
+  return formatIdentity(holders.find((h) => h.token === hold.token)?.identity);
+}
+
+/**
+ * `x` and `y` take locks by turns: mutexes (ACQUIRE_SOLO) and permits of one semaphore (the
+ * full ACQUIRE), at plain and braced ids (a braced id's record also carries the id).
+ */
+async function alternate(x: Locker, y: Locker, p: string): Promise<void> {
+  const holds: [Locker, Lock][] = [];
+  for (const id of [`${p}plain`, `${p}{braced}`]) {
+    for (const [i, l] of [x, y, x, y].entries()) holds.push([l, await l.lock(`${id}-${i}`)]);
+    for (const l of [x, y, y, x]) holds.push([l, await l.semaphore(`${id}-sem`, { permits: 4 }).acquire()]);
+  }
+  for (const [l, hold] of holds) assert.equal(await holderOf(x, hold), formatIdentity(l.identity), `${hold.lockId} ${hold.token}`);
+  await Promise.all(holds.map(([, hold]) => hold.release()));
+}
+
+test('redis: lockers of different identities taking locks by turns each write their own holder record', T, async () => {
+  // Two lockers over one backend instance: the records the backend keeps built are per identity.
+  const shared = new RedisBackend(new Redis(server.url), { ownsClient: true });
+  const [a, b] = [createLocker(shared, { name: 'turn-a' }), createLocker(shared, { name: 'turn-b' })];
+  lockers.push(a, b);
+  await alternate(a, b, space('shared'));
+  // Two lockers, each over its own backend: nothing kept by one is seen by the other.
+  await alternate(locker({ name: 'turn-c' }), locker({ name: 'turn-d' }), space('own'));
 });

@@ -7,7 +7,15 @@ import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { createLocker, InvalidArgumentError, LockLostError, type Lock, type Locker, type LockerOptions } from '../../src/index.js';
+import {
+  createLocker,
+  formatIdentity,
+  InvalidArgumentError,
+  LockLostError,
+  type Lock,
+  type Locker,
+  type LockerOptions,
+} from '../../src/index.js';
 import type { Backend, LockState } from '../../src/backend.js';
 import { keyBase } from '../../src/backends/redis-wire/keys.js';
 import { decodeIdentity } from '../../src/observe/identity.js';
@@ -44,6 +52,29 @@ async function plant(nodes: readonly number[], lockId: string, value: string): P
 afterEach(async () => {
   await Promise.allSettled(open.splice(0).map((l) => l.close()));
 });
+
+test(
+  'redlock: lockers of different identities over one backend, taking one lock by turns, each write their own holder record',
+  T,
+  async () => {
+    const p = space('turns');
+    const shared = await locker().backend();
+    const [a, b] = [createLocker(shared, { name: 'turn-a' }), createLocker(shared, { name: 'turn-b' })];
+    open.push(a, b);
+    for (const id of [`${p}plain`, `${p}{braced}`]) {
+      for (const l of [a, b, a, b, b, a]) {
+        const hold = await l.lock(id);
+        const { holders } = await a.inspect(id);
+        assert.equal(
+          formatIdentity(holders.find((h) => h.token === hold.token)?.identity),
+          formatIdentity(l.identity),
+          `${id} ${hold.token}`,
+        );
+        await hold.release();
+      }
+    }
+  },
+);
 
 test('redlock: a holder is listed once with its identity; a minority hold is not; a release leaves the list', T, async () => {
   const p = space('who');

@@ -65,46 +65,7 @@ export class RedisCommands {
    * own cost").
    */
   eval(s: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    return new Promise<unknown>((resolve, reject) => {
-      const entry = this.#track(s.name, reject);
-      this.#client.evalsha(s.sha, keys.length, ...keys, ...args).then(
-        (v: unknown) => {
-          entry.settled = true;
-          resolve(v);
-        },
-        (err: unknown) => {
-          if (entry.settled) return;
-          entry.settled = true;
-          if (isNoScript(err)) this.#resend(s, keys, args, resolve, reject);
-          else reject(this.#wrap(s.name, err));
-        },
-      );
-    });
-  }
-
-  /**
-   * The server lost its script cache (restart, SCRIPT FLUSH): send the source, with a
-   * deadline of its own, as a command of its own (a stalled process may read the NOSCRIPT
-   * reply only after the first deadline passed).
-   */
-  #resend(
-    s: LuaScript,
-    keys: readonly string[],
-    args: readonly (string | number)[],
-    resolve: (v: unknown) => void,
-    reject: (err: Error) => void,
-  ): void {
-    const again = this.#track(s.name, reject);
-    this.#client.eval(s.source, keys.length, ...keys, ...args).then(
-      (v: unknown) => {
-        again.settled = true;
-        resolve(v);
-      },
-      (e: unknown) => {
-        again.settled = true;
-        reject(this.#wrap(s.name, e));
-      },
-    );
+    return new Promise<unknown>((resolve, reject) => this.#send(s, keys, args, resolve, reject, true));
   }
 
   /**
@@ -112,12 +73,40 @@ export class RedisCommands {
    * that timed out: if the server lost its script cache meanwhile, an EVALSHA would fail
    * there with NOSCRIPT after we stopped listening, and the clean-up would never happen.
    */
-  async evalSource(s: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    try {
-      return await this.bounded(s.name, this.#client.eval(s.source, keys.length, ...keys, ...args));
-    } catch (err) {
-      throw this.#wrap(s.name, err);
-    }
+  evalSource(s: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    return new Promise<unknown>((resolve, reject) => this.#send(s, keys, args, resolve, reject, false));
+  }
+
+  /**
+   * Send `s` once, under the shared deadline: by its SHA (`bySha`), or by its source. A
+   * NOSCRIPT answer (the server lost its script cache: restart, SCRIPT FLUSH) sends the
+   * source, with a deadline of its own, as a command of its own (a stalled process may read
+   * the NOSCRIPT reply only after the first deadline passed).
+   */
+  #send(
+    s: LuaScript,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    resolve: (v: unknown) => void,
+    reject: (err: Error) => void,
+    bySha: boolean,
+  ): void {
+    const entry = this.#track(s.name, reject);
+    const client = this.#client;
+    const sent = bySha ? client.evalsha(s.sha, keys.length, ...keys, ...args) : client.eval(s.source, keys.length, ...keys, ...args);
+    sent.then(
+      (v: unknown) => {
+        entry.settled = true;
+        resolve(v);
+      },
+      (err: unknown) => {
+        // Past its deadline: already rejected, and no resend.
+        if (entry.settled) return;
+        entry.settled = true;
+        if (bySha && isNoScript(err)) this.#send(s, keys, args, resolve, reject, false);
+        else reject(this.#wrap(s.name, err));
+      },
+    );
   }
 
   /** `p`, or a `BackendUnavailableError` once `timeoutMs` passed without a reply. */

@@ -33,6 +33,7 @@ export function lockKeys(prefix: string, lockId: string): LockKeys {
 export class LockKeyCache {
   readonly #prefix: string;
   readonly #keys = new Map<string, LockKeys>();
+  readonly #who = new WhoRecords();
 
   constructor(prefix: string) {
     this.#prefix = prefix;
@@ -46,6 +47,11 @@ export class LockKeyCache {
     keys = lockKeys(this.#prefix, lockId);
     this.#keys.set(lockId, keys);
     return keys;
+  }
+
+  /** The holder's record ({@link whoRecord}) of `identity` for `lockId`, as this cache's backend sends it. */
+  who(lockId: string, identity: string): string {
+    return this.#who.of(lockId, identity);
   }
 }
 
@@ -71,16 +77,37 @@ export function lockIdAt(prefix: string, base: string): string | undefined {
  * `:<identity>`. The server stores it verbatim; only {@link readWho} reads it.
  */
 export function whoRecord(lockId: string, identity: string): string {
-  if (/[{}]/.test(lockId)) return `${lockId.length}:${lockId}${identity}`;
-  // The same locker sends the same record with every attempt: built (and flattened) once.
-  if (identity !== lastIdentity) {
-    lastIdentity = identity;
-    lastRecord = `:${identity}`;
-  }
-  return lastRecord;
+  return /[{}]/.test(lockId) ? `${lockId.length}:${lockId}${identity}` : `:${identity}`;
 }
-let lastIdentity: string | undefined;
-let lastRecord = '';
+
+/**
+ * The {@link whoRecord}s one backend sends, kept built: a locker sends the same record with
+ * every attempt, and building (and flattening) it each time was a share of an uncontended
+ * cycle (docs/benchmarks.md). One per backend, never per process: lockers of different
+ * identities sharing a backend, or each with its own, then never evict each other's record.
+ */
+export class WhoRecords {
+  /** The last identity asked for and its record: one locker per backend costs a comparison. */
+  #identity: string | undefined;
+  #record = '';
+  /** Every identity this backend has sent (one per locker over it): bounded, emptied when full. */
+  readonly #records = new Map<string, string>();
+
+  /** The record of `identity` for `lockId`. */
+  of(lockId: string, identity: string): string {
+    if (/[{}]/.test(lockId)) return whoRecord(lockId, identity);
+    if (identity === this.#identity) return this.#record;
+    let record = this.#records.get(identity);
+    if (record === undefined) {
+      if (this.#records.size >= 64) this.#records.clear();
+      record = whoRecord(lockId, identity);
+      this.#records.set(identity, record);
+    }
+    this.#identity = identity;
+    this.#record = record;
+    return record;
+  }
+}
 
 /** A {@link whoRecord} read back: the lockId it carries (if any) and the identity. */
 export function readWho(record: string): { readonly lockId?: string; readonly identity: string } | undefined {

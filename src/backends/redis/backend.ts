@@ -32,7 +32,7 @@ import { closeClient, type RedisClientLike } from '../redis-wire/clients.js';
 import { RedisCommands } from '../redis-wire/commands.js';
 import { Inbox, InboxDirectory } from '../redis-wire/inbox.js';
 import type { RedisBackendOptions, RedisGrantData, RedisTicket } from './types.js';
-import { LockKeyCache, keyBase, whoRecord } from '../redis-wire/keys.js';
+import { LockKeyCache, keyBase } from '../redis-wire/keys.js';
 import { Secrets } from '../redis-wire/secrets.js';
 import type { Scan } from '../redis-wire/scan.js';
 import { listPage, readInspect } from './observe.js';
@@ -156,7 +156,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     const stamp = req.freshOwner ? '' : `~${this.#clientId}.${(++this.#attemptSeq).toString(36)}`;
     if (!soloFits(req, this.#contention)) return this.#fullAttempt(req, stamp);
     // No queue entry can come of it: no waiter id, inbox mark or secret yet (solo.ts).
-    return soloAttempt(this.#commands, this.#keys.of(req.lockId), req, KIND_LETTER[req.kind], stamp, this.#inboxPrefix).then(
+    return soloAttempt(this.#commands, this.#keys, req, KIND_LETTER[req.kind], stamp, this.#inboxPrefix).then(
       (token) => {
         if (token !== 0) return granted(req, 1, token, req.ownerId);
         this.#contention.saw(req.lockId);
@@ -231,7 +231,7 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
       this.#inboxPrefix,
       secret,
       stamp,
-      whoRecord(req.lockId, req.identity),
+      this.#keys.who(req.lockId, req.identity),
       req.weight ?? 1,
     ]);
   }

@@ -8,7 +8,7 @@
  */
 import { BoundedMap, type AcquireRequest, type AcquireResult } from '../kit.js';
 import type { RedisCommands } from '../redis-wire/commands.js';
-import { whoRecord, type LockKeys } from '../redis-wire/keys.js';
+import type { LockKeyCache } from '../redis-wire/keys.js';
 import { ACQUIRE_SOLO } from './scripts.js';
 
 /**
@@ -41,16 +41,20 @@ export function soloFits(req: AcquireRequest<unknown>, contention: Contention): 
   return req.ticket === undefined && req.kind !== 'semaphore' && !contention.seen(req.lockId);
 }
 
-/** Send ACQUIRE_SOLO: resolves to the new hold's token, or 0 when the full ACQUIRE must decide. */
+/**
+ * Send ACQUIRE_SOLO: resolves to the new hold's token, or 0 when the full ACQUIRE must decide.
+ * `keys`: the backend's, which also keeps the holder's record of each identity built.
+ */
 export function soloAttempt(
   commands: RedisCommands,
-  [h, x, t, q]: LockKeys,
+  keys: LockKeyCache,
   req: AcquireRequest<unknown>,
   kindLetter: string,
   stamp: string,
   inboxPrefix: string,
 ): Promise<unknown> {
-  const who = whoRecord(req.lockId, req.identity);
+  const [h, x, t, q] = keys.of(req.lockId);
+  const who = keys.who(req.lockId, req.identity);
   return commands.eval(ACQUIRE_SOLO, [h, q, x, t], [kindLetter, req.ownerId, req.ttlMs, req.lockDelayMs, stamp, who, inboxPrefix]);
 }
 

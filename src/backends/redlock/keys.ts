@@ -6,7 +6,7 @@
  * resolving on a majority").
  */
 import { BoundedMap } from '../kit.js';
-import { keyBase, whoRecord } from '../redis-wire/keys.js';
+import { keyBase, WhoRecords } from '../redis-wire/keys.js';
 
 /** The keys of one lock, in the orders the scripts take them. */
 export interface RedlockKeys {
@@ -28,10 +28,10 @@ export function keysAt(base: string): RedlockKeys {
   return { all: [rl, rt, ri], lease: [rl, ri], fence: [rl, rt], channel: `${base}:rc` };
 }
 
-/** One cached lock: its keys, and the holder's record of the last identity that asked. */
+/** One cached lock: its keys, and the holder's record of the last identity that asked (none yet: undefined). */
 interface Entry {
   readonly keys: RedlockKeys;
-  identity: string;
+  identity: string | undefined;
   who: string;
 }
 
@@ -39,6 +39,8 @@ interface Entry {
 export class RedlockKeyCache {
   readonly #prefix: string;
   readonly #entries = new BoundedMap<string, Entry>(1_024);
+  /** Lockers of different identities alternating on one lock rebuild no record. */
+  readonly #who = new WhoRecords();
 
   constructor(prefix: string) {
     this.#prefix = prefix;
@@ -53,7 +55,7 @@ export class RedlockKeyCache {
   who(lockId: string, identity: string): string {
     const e = this.#entry(lockId);
     if (e.identity !== identity) {
-      e.who = whoRecord(lockId, identity);
+      e.who = this.#who.of(lockId, identity);
       e.identity = identity;
     }
     return e.who;
@@ -62,7 +64,7 @@ export class RedlockKeyCache {
   #entry(lockId: string): Entry {
     let e = this.#entries.get(lockId);
     if (!e) {
-      e = { keys: keysAt(keyBase(this.#prefix, lockId)), identity: '', who: whoRecord(lockId, '') };
+      e = { keys: keysAt(keyBase(this.#prefix, lockId)), identity: undefined, who: '' };
       this.#entries.set(lockId, e);
     }
     return e;
