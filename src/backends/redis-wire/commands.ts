@@ -138,6 +138,14 @@ export class RedisCommands {
     });
   }
 
+  /**
+   * True while a command sent earlier has had no reply (nor reached its deadline): a command
+   * sent now runs on the server only after it (one connection, in order).
+   */
+  get owing(): boolean {
+    return this.#inFlight.some((e) => !e.settled);
+  }
+
   /** Put a command under the shared deadline; `fail` rejects it once that passes. */
   #track(what: string, fail: (err: BackendUnavailableError) => void): InFlight {
     const entry: InFlight = { deadline: performance.now() + this.#opts.timeoutMs, settled: false, fail, what };
