@@ -171,27 +171,29 @@ class AttemptSignal {
     const t = this.#spec.mode.timeoutMs;
     if (!this.#spec.mode.wait || t === undefined) return attempt;
     const cutInMs = Math.max(0, Math.max(t, FIRST_ATTEMPT_MIN_MS) - (now() - this.startedAt));
+    // Ref'd like the bound's own timer (a caller awaiting a lock keeps the process alive).
     if (this.#controller) {
-      // Ref'd like the bound's own timer; cleared once the attempt answered.
       this.#cut = setTimeout(() => this.#cutShort(), cutInMs);
       return attempt;
     }
-    let gaveUp = false;
-    attempt.then(
-      (result) => {
-        if (gaveUp) late(result);
-      },
-      () => {
-        if (gaveUp) late(undefined);
-      },
-    );
-    const onTimeout = (): Error => {
-      gaveUp = true;
-      this.#cutShort();
-      // Never seen: the loop answers with the (now aborted) call signal's reason.
-      return new Error('first attempt cut short by the wait bound');
-    };
-    return withDeadline(attempt, { timeoutMs: cutInMs, onTimeout });
+    return new Promise<T>((resolve, reject) => {
+      let gaveUp = false;
+      this.#cut = setTimeout(() => {
+        gaveUp = true;
+        this.#cutShort();
+        reject(this.signal.reason);
+      }, cutInMs);
+      attempt.then(
+        (result) => {
+          if (gaveUp) late(result);
+          else resolve(result);
+        },
+        (err: unknown) => {
+          if (gaveUp) late(undefined);
+          else reject(err);
+        },
+      );
+    });
   }
 
   /** The first attempt outlasted the bound: end the call (a controller is made if there was none). */
