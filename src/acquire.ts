@@ -159,38 +159,57 @@ class AttemptSignal {
   }
 
   /**
-   * `attempt`, just sent, under the call's bound: the first attempt of a bounded call is cut
-   * short at max(W, FIRST_ATTEMPT_MIN_MS) after the call. With a signal of the call's own the
-   * backend is told (it stops the attempt, src/backend.ts); with the borrowed close signal it
-   * cannot be, so the call stops waiting and `late` gets what the attempt ends with (its
-   * result, or undefined when it failed) to give it back.
+   * `attempt`, just sent, raced against the end of the call: its signal of its own aborting
+   * (the caller's signal, the bound, close()), and for the first attempt of a bounded call
+   * the cut at max(W, FIRST_ATTEMPT_MIN_MS) after the call. The backend is told through
+   * `req.signal` when it was given the call's own (src/backend.ts), but the call does not
+   * wait for it to listen: `late` gets what an attempt given up on ends with (its result, or
+   * undefined when it failed on its own) to give it back.
    */
   bound<T>(attempt: Promise<T>, late: (result: T | undefined) => void): Promise<T> {
-    if (this.#first !== 'before') return attempt;
-    this.#first = 'during';
+    const first = this.#first === 'before';
+    if (first) this.#first = 'during';
     const t = this.#spec.mode.timeoutMs;
-    if (!this.#spec.mode.wait || t === undefined) return attempt;
-    const cutInMs = Math.max(0, Math.max(t, FIRST_ATTEMPT_MIN_MS) - (now() - this.startedAt));
-    // Ref'd like the bound's own timer (a caller awaiting a lock keeps the process alive).
-    if (this.#controller) {
-      this.#cut = setTimeout(() => this.#cutShort(), cutInMs);
-      return attempt;
-    }
+    const cutInMs =
+      first && this.#spec.mode.wait && t !== undefined ? Math.max(t, FIRST_ATTEMPT_MIN_MS) - (now() - this.startedAt) : undefined;
+    const signal = this.#controller?.signal;
+    // A call without a signal of its own nor a bound: nothing can end it but close().
+    if (signal === undefined && cutInMs === undefined) return attempt;
     return new Promise<T>((resolve, reject) => {
       let gaveUp = false;
-      this.#cut = setTimeout(() => {
+      const giveUp = (): void => {
+        if (gaveUp) return;
         gaveUp = true;
-        this.#cutShort();
+        finish();
         reject(this.signal.reason);
-      }, cutInMs);
+      };
+      const finish = (): void => {
+        clearTimeout(this.#cut);
+        signal?.removeEventListener('abort', giveUp);
+      };
+      // Ref'd like the bound's own timer (a caller awaiting a lock keeps the process alive).
+      if (cutInMs !== undefined) {
+        this.#cut = setTimeout(
+          () => {
+            this.#cutShort();
+            giveUp();
+          },
+          Math.max(0, cutInMs),
+        );
+      }
+      signal?.addEventListener('abort', giveUp, { once: true });
+      if (signal?.aborted) giveUp();
       attempt.then(
         (result) => {
-          if (gaveUp) late(result);
-          else resolve(result);
+          if (gaveUp) return late(result);
+          finish();
+          resolve(result);
         },
         (err: unknown) => {
-          if (gaveUp) late(undefined);
-          else reject(err);
+          // An attempt that stopped on the abort left nothing the cancel does not take back.
+          if (gaveUp) return err === this.signal.reason ? undefined : late(undefined);
+          finish();
+          reject(err);
         },
       );
     });

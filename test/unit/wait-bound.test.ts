@@ -58,19 +58,25 @@ class Gated extends MemoryBackend {
   }
 }
 
-test('a first attempt that never answers ends at the bound, and its late grant is handed back', async () => {
+test('an attempt that never answers ends at the bound or the abort, and its late grant is handed back', async () => {
   const backend = new Gated(table());
   const locker = createLocker(backend);
   await (await locker.lock('warm-up')).release();
   let open = (): void => undefined;
   backend.gate = new Promise((resolve) => (open = resolve));
-  // The backend was given the borrowed close signal and ignores it: the call stops waiting.
-  await assert.rejects(locker.lock('stuck', { timeoutMs: 20 }), LockTimeoutError);
-  assert.equal(await locker.tryLock('stuck', { waitMs: 20 }), null);
-  backend.honours = true;
-  const ctl = new AbortController();
-  // With a signal of the call's own, the backend is told to stop.
-  await assert.rejects(locker.lock('stuck', { timeoutMs: 20, signal: ctl.signal }), LockTimeoutError);
+  for (const honours of [false, true]) {
+    backend.honours = honours;
+    // Without a signal of the caller's the backend was given the borrowed close signal.
+    await assert.rejects(locker.lock('stuck', { timeoutMs: 20 }), LockTimeoutError);
+    assert.equal(await locker.tryLock('stuck', { waitMs: 20 }), null);
+    await assert.rejects(locker.lock('stuck', { timeoutMs: 20, signal: new AbortController().signal }), LockTimeoutError);
+    const ctl = new AbortController();
+    const aborted = locker.lock('stuck', { signal: ctl.signal });
+    await new Promise((r) => setTimeout(r, 10));
+    const reason = new Error('caller left');
+    ctl.abort(reason);
+    await assert.rejects(aborted, (e) => e === reason);
+  }
   backend.gate = undefined;
   open();
   await eventually('the late grants were handed back', async () => (await locker.inspect('stuck')).holders.length === 0);
