@@ -12,7 +12,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { createLocker, type Locker } from '../../src/index.js';
 import { startRedlock } from '../../scripts/servers/redlock.js';
-import { eventually, useServer } from '../helpers.js';
+import { eventually, seamRequest, useServer } from '../helpers.js';
+import type { Backend } from '../../src/backend.js';
+import type { RedlockTicket } from '../../src/backends/redlock/index.js';
 
 const server = await useServer(() => startRedlock({ count: 5 }));
 const T = { timeout: 120_000 };
@@ -87,3 +89,17 @@ for (const owner of [undefined, 'explicit-owner']) {
     await resumeAndLock(lockId);
   });
 }
+
+test("the backend's cancel frees the answering masters without waiting for the paused ones", T, async () => {
+  const backend = (await (await locker()).backend()) as Backend<RedlockTicket>;
+  const lockId = id('cancel');
+  for (const i of PAUSED) server.nodes[i]?.pause();
+  const req = seamRequest<RedlockTicket>(lockId, 'gone', { ttlMs: 10 * NODE_TIMEOUT_MS, fair: false });
+  const attempt = backend.tryAcquire(req).catch(() => undefined);
+  await sleep(100);
+  const cancelled = backend.cancel(req, undefined).then(() => 'cancelled');
+  assert.equal(await Promise.race([cancelled, sleep(NODE_TIMEOUT_MS / 2, 'stuck', { ref: false })]), 'cancelled');
+  assert.ok(await freeOnLiveMasters(lockId), 'the answering masters were freed before cancel resolved');
+  await resumeAndLock(lockId);
+  await attempt;
+});
