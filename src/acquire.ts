@@ -107,7 +107,7 @@ export interface AcquireSpec {
  * stuck on a server that answers nothing (a paused Redlock master whose per-node timeout is
  * longer than W) no longer holds the caller past the bound (docs/architecture.md, "What the
  * core owns"). A first attempt that borrowed the close signal cannot be told to stop: the
- * call stops waiting for it, and what it obtains late is handed back ({@link Loop}).
+ * call stops waiting for it, and what it obtains late is handed back ({@link giveBackLate}).
  */
 class AttemptSignal {
   readonly #host: AcquireHost;
@@ -163,10 +163,10 @@ class AttemptSignal {
    * (the caller's signal, the bound, close()), and for the first attempt of a bounded call
    * the cut at max(W, FIRST_ATTEMPT_MIN_MS) after the call. The backend is told through
    * `req.signal` when it was given the call's own (src/backend.ts), but the call does not
-   * wait for it to listen: `late` gets what an attempt given up on ends with (its result, or
-   * undefined when it failed on its own) to give it back.
+   * wait for it to listen: what an attempt given up on ends with is given back
+   * ({@link giveBackLate}).
    */
-  bound<T>(attempt: Promise<T>, late: (result: T | undefined) => void): Promise<T> {
+  bound(attempt: Promise<AcquireResult>, backend: Backend, req: AcquireRequest): Promise<AcquireResult> {
     const first = this.#first === 'before';
     if (first) this.#first = 'during';
     const t = this.#spec.mode.timeoutMs;
@@ -175,7 +175,7 @@ class AttemptSignal {
     const signal = this.#controller?.signal;
     // A call without a signal of its own nor a bound: nothing can end it but close().
     if (signal === undefined && cutInMs === undefined) return attempt;
-    return new Promise<T>((resolve, reject) => {
+    return new Promise<AcquireResult>((resolve, reject) => {
       let gaveUp = false;
       const giveUp = (): void => {
         if (gaveUp) return;
@@ -201,13 +201,13 @@ class AttemptSignal {
       if (signal?.aborted) giveUp();
       attempt.then(
         (result) => {
-          if (gaveUp) return late(result);
+          if (gaveUp) return giveBackLate(backend, req, result);
           finish();
           resolve(result);
         },
         (err: unknown) => {
           // An attempt that stopped on the abort left nothing the cancel does not take back.
-          if (gaveUp) return err === this.signal.reason ? undefined : late(undefined);
+          if (gaveUp) return err === this.signal.reason ? undefined : giveBackLate(backend, req, undefined);
           finish();
           reject(err);
         },
@@ -365,7 +365,7 @@ class Loop {
         this.#firstSentAt = undefined;
         this.#uncertain = true;
         const req = this.#request();
-        const result = await this.#attempt.bound(this.#backend.tryAcquire(req), (late) => this.#late(req, late));
+        const result = await this.#attempt.bound(this.#backend.tryAcquire(req), this.#backend, req);
         this.#uncertain = false;
         if (log.enabled)
           log(
@@ -430,18 +430,6 @@ class Loop {
     return { lease, reentered: grant.reentered, waitedMs: lease.acquiredAt - this.#started, endTurn: undefined };
   }
 
-  /**
-   * An attempt the call stopped waiting for ended after all (src/backend.ts cannot tell it
-   * to stop when it was given the borrowed close signal): give back its grant, its queue
-   * entry, or (it failed, and the owner is this call's own) whatever it may have left.
-   */
-  #late(req: AcquireRequest, result: AcquireResult | undefined): void {
-    if (result?.granted) void this.#backend.release(result.grant).catch(() => undefined);
-    else if (result?.contended.ticket !== undefined || req.freshOwner) {
-      void this.#backend.cancel(req, result?.contended.ticket).catch(() => undefined);
-    }
-  }
-
   /** Give back a grant nobody will use; `aborted`: then end the acquisition with the signal's reason. */
   async #handBack(grant: Grant, aborted: boolean): Promise<void> {
     await this.#backend.release(grant).catch(() => undefined);
@@ -460,6 +448,18 @@ class Loop {
     if (ticket === undefined && !ghost) return;
     const cleanup = this.#backend.cancel(this.#request(), ticket);
     await withDeadline(cleanup, { timeoutMs: CLEANUP_BOUND_MS }).catch(() => undefined);
+  }
+}
+
+/**
+ * An attempt the call stopped waiting for ended after all (a backend that was not told to
+ * stop, or did not listen): give back its grant, its queue entry, or, when it failed other
+ * than by the abort and the owner is this call's own, whatever it may have left.
+ */
+function giveBackLate(backend: Backend, req: AcquireRequest, result: AcquireResult | undefined): void {
+  if (result?.granted) void backend.release(result.grant).catch(() => undefined);
+  else if (result?.contended.ticket !== undefined || req.freshOwner) {
+    void backend.cancel(req, result?.contended.ticket).catch(() => undefined);
   }
 }
 
