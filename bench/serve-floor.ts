@@ -1,9 +1,10 @@
 /**
  * The floor under row (a) of bench/serve.ts (docs/benchmarks.md, "The lock service"): a bare
  * `node:http` server that runs the library for each request, with no Fastify, no sessions, no
- * schemas and no markers. It answers the two routes row (a) sends, with the service's paths
- * and bodies, so the same client measures both: what is left between this and the library
- * is two HTTP exchanges on loopback, which no service over HTTP can avoid.
+ * schemas and no markers. It answers the routes rows (a) and (b) send (a session, acquire
+ * with `waitMs`, release), with the service's paths and bodies, so the same client measures
+ * both: what is left between this and the library is the HTTP exchanges on loopback, which
+ * no service over HTTP can avoid.
  *
  * Started like the service (`<this file> serve --backend URL --listen 127.0.0.1:0 …`), it
  * prints the same `listening on URL` line.
@@ -15,6 +16,8 @@ import { createLocker, type Lock } from '../src/index.js';
 const arg = (name: string): string => process.argv[process.argv.indexOf(name) + 1] ?? '';
 const locker = createLocker(arg('--backend'));
 const held = new Map<string, Lock>();
+let sessions = 0;
+let acquisitions = 0;
 
 function answer(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
@@ -25,10 +28,12 @@ function answer(res: ServerResponse, status: number, body: unknown): void {
 function route(req: IncomingMessage, res: ServerResponse, body: Record<string, unknown>): void {
   const url = req.url ?? '';
   const fail = (err: unknown): void => answer(res, 500, { code: 'INTERNAL', message: String(err) });
-  if (url === '/v1/sessions') return answer(res, 200, { id: 'floor', ttlMs: body.ttlMs });
+  if (url === '/v1/sessions') return answer(res, 200, { id: `s${++sessions}`, ttlMs: body.ttlMs });
   const lockId = decodeURIComponent(url.split('/')[3] ?? '');
   if (url.endsWith('/acquire')) {
-    locker.tryLock(lockId).then((lock) => {
+    // Each acquisition its own owner, as the service's `<session>.<request>`: two sessions are two holders.
+    const options = { owner: `${String(body.session)}.${++acquisitions}`, waitMs: Number(body.waitMs ?? 0) };
+    locker.tryLock(lockId, options).then((lock) => {
       if (!lock) return answer(res, 409, { code: 'LOCK_TIMEOUT', message: 'held' });
       held.set(lock.token.toString(), lock);
       answer(res, 200, { token: lock.token.toString(), leaseEndsAt: Date.now() + lock.remainingMs() });

@@ -145,7 +145,7 @@ async function libraryHandoff(a: Locker, b: Locker): Promise<number> {
   return answered - sent;
 }
 
-/** (b) hand-off p50/p99, each service's and the library's in alternating rounds. */
+/** (b) hand-off p50/p99, each service's (and the floor's, when given) and the library's in alternating rounds. */
 export async function rowB(url: string, targets: readonly Target[]): Promise<void> {
   const [a, b] = [createLocker(url), createLocker(url)];
   const services = await Promise.all(
@@ -156,11 +156,14 @@ export async function rowB(url: string, targets: readonly Target[]): Promise<voi
   );
   const [lib, ...svc] = (await alternate([() => libraryHandoff(a, b), ...services], HANDOFFS, 1)).samples;
   await Promise.all([a.close(), b.close()]);
-  svc.forEach((x, i) =>
+  const floor = svc[targets.findIndex((t) => t.name === 'floor')];
+  svc.forEach((x, i) => {
+    const p = percentiles(x);
+    const overFloor = floor && x !== floor ? `, − floor p50 = ${(p.p50 - percentiles(floor).p50).toFixed(3)} ms` : '';
     console.log(
-      `(b) hand-off, release sent → waiter answered, ${targets[i]?.name}: ${ms(percentiles(x))} p50 / p99 (${x.length}; target p50 ≤ 2 ms)`,
-    ),
-  );
+      `(b) hand-off, release sent → waiter answered, ${targets[i]?.name}: ${ms(p)} p50 / p99 (${x.length}; target p50 ≤ 2 ms)${overFloor}`,
+    );
+  });
   console.log(
     `(b) hand-off, release() called → waiter's lock() resolved, library: ${ms(percentiles(lib ?? []))} p50 / p99 (${lib?.length})`,
   );

@@ -18,9 +18,10 @@
  *     rounds each of ROUND_SECONDS: the hand-off (release sent → next grant answered) p50/p99
  *     and grants a second.
  *
- * SERVE_CPU_PROF=DIR runs the service under --cpu-prof (profiles written to DIR on exit);
- * SERVE_BEFORE=<another checkout's src/cli/main.ts> adds that service to rows (a), (b) and (d),
- * in the same alternating rounds (before/after figures of a change).
+ * The service runs built (dist/cli/main.js, on plain Node, as users run it; the npm script
+ * builds first). SERVE_CPU_PROF=DIR runs it under --cpu-prof (profiles written to DIR on
+ * exit); SERVE_BEFORE=<another checkout's dist/cli/main.js, built there> adds that service to
+ * rows (a), (b) and (d), in the same alternating rounds (before/after figures of a change).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { get, type ClientRequest } from 'node:http';
@@ -34,6 +35,7 @@ import { cpuMsOf, Http, startServiceProcess } from './serve-client.js';
 import { env, ms, rowA, rowB, rowC, type Target } from './serve-rows.js';
 
 const FLOOR = fileURLToPath(new URL('./serve-floor.ts', import.meta.url));
+const BUILT = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 
 const VIEWS = env('VIEWS', 100);
 const CONTENDERS = env('CONTENDERS', 64);
@@ -210,12 +212,13 @@ async function main(): Promise<void> {
   pids.redis = redis?.nodes[0]?.pid ?? 0;
   const url = redis ? redis.url : engine === 'memory' ? 'memory://' : engine;
   const prof = process.env.SERVE_CPU_PROF;
-  // SERVE_MAIN=<another checkout's src/cli/main.ts>: measure that service instead (row (c) of a change's before).
-  const service = await startServiceProcess(url, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : [], process.env.SERVE_MAIN);
+  // The service as users run it, built (`npm run bench:serve` builds first); SERVE_MAIN=<another
+  // checkout's dist/cli/main.js or src/cli/main.ts>: measure that service instead (row (c) of a change's before).
+  const service = await startServiceProcess(url, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : [], process.env.SERVE_MAIN ?? BUILT);
   const http = new Http(service.base);
   const before = process.env.SERVE_BEFORE ? await startServiceProcess(url, [], process.env.SERVE_BEFORE) : undefined;
-  // Row (a)'s floor: node:http running the library, no service (bench/serve-floor.ts).
-  const floor = rows.includes('a') ? await startServiceProcess(url, [], FLOOR) : undefined;
+  // Rows (a) and (b)'s floor: node:http running the library, no service (bench/serve-floor.ts).
+  const floor = rows.includes('a') || rows.includes('b') ? await startServiceProcess(url, [], FLOOR) : undefined;
   const targets: Target[] = [
     { name: 'service', http, base: service.base, pid: service.child.pid ?? 0 },
     ...(before ? [{ name: 'service (before)', http: new Http(before.base), base: before.base, pid: before.child.pid ?? 0 }] : []),
@@ -230,7 +233,7 @@ async function main(): Promise<void> {
       await rowA(locker, [...targets, ...floorTarget]);
       await locker.close();
     }
-    if (rows.includes('b')) await rowB(url, targets);
+    if (rows.includes('b')) await rowB(url, [...targets, ...floorTarget]);
     if (rows.includes('c')) await rowC(service, http);
     if (rows.includes('d')) await rowD(targets);
   } finally {
