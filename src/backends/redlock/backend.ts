@@ -149,6 +149,9 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
   readonly #keys: RedlockKeyCache;
   readonly #wake: Wakeups;
   #closed = false;
+  /** A holder's release options, built once (no object per release). */
+  readonly #holderRelease: ReleaseHow;
+  readonly #delayedRelease: ReleaseHow;
 
   /** One client per independent master. */
   constructor(clients: readonly RedisClientLike[], options: RedlockBackendOptions = {}) {
@@ -174,6 +177,8 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
       return { label, commands, subscriber: options.subscribers?.[i] ?? (() => client.duplicate()) };
     });
     this.#quorum = majority(clients.length);
+    this.#holderRelease = Object.freeze({ quorum: this.#quorum });
+    this.#delayedRelease = Object.freeze({ quorum: this.#quorum, delayed: true });
     this.#wake = new Wakeups(this.#nodes, this.#quorum);
     logRoundTrips(this, log);
   }
@@ -308,9 +313,10 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     // A master that still owes a reply to an earlier command (a paused one, sitting on the
     // abandoned attempt) runs this release after it, in order on its connection, whenever it
     // answers: waiting for it would hold the caller for the whole per-master timeout.
-    const owing = this.#nodes.filter((n) => n.commands.owing);
+    const owing: RedlockNode[] = [];
+    const answering: RedlockNode[] = [];
+    for (const n of this.#nodes) (n.commands.owing ? owing : answering).push(n);
     if (owing.length > 0) void this.#releaseAll(req.lockId, req.ownerId, { bySource: true, nodes: owing }).catch(() => undefined);
-    const answering = owing.length === 0 ? this.#nodes : this.#nodes.filter((n) => !n.commands.owing);
     await this.#releaseAll(req.lockId, req.ownerId, { bySource: true, nodes: answering });
   }
 
@@ -345,7 +351,8 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
 
   async release(grant: Grant<RedlockGrantData>): Promise<boolean> {
     this.#assertOpen();
-    const replies = await this.#releaseAll(grant.lockId, grant.data.value, { quorum: this.#quorum, delayed: grant.data.lockDelayMs > 0 });
+    const how = grant.data.lockDelayMs > 0 ? this.#delayedRelease : this.#holderRelease;
+    const replies = await this.#releaseAll(grant.lockId, grant.data.value, how);
     const deleted = countGranted(replies);
     if (deleted < this.#quorum && quorumUnreachable(replies)) throw quorumError(`release of '${grant.lockId}'`, replies);
     return deleted >= this.#quorum;
