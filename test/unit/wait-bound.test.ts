@@ -76,6 +76,10 @@ test('an attempt that never answers ends at the bound or the abort, and its late
     const reason = new Error('caller left');
     ctl.abort(reason);
     await assert.rejects(aborted, (e) => e === reason);
+    const once = new AbortController();
+    const tried = locker.tryLock('stuck', { signal: once.signal });
+    once.abort(reason);
+    await assert.rejects(tried, (e) => e === reason);
   }
   backend.gate = undefined;
   open();
