@@ -13,7 +13,8 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { mkdtemp, mkdir, rm, open, chmod } from 'node:fs/promises';
-import { existsSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -30,7 +31,10 @@ export interface ServerNode {
   readonly pid: number;
   /** SIGKILL the process and wait until it is gone. */
   kill(): Promise<void>;
-  /** SIGSTOP: the process stays alive but answers nothing (a GC pause, a hung VM). */
+  /**
+   * SIGSTOP: the process stays alive but answers nothing (a GC pause, a hung VM). Returns
+   * once every thread of the process has stopped (see {@link waitUntilStopped}).
+   */
   pause(): void;
   /** SIGCONT after `pause()`. */
   resume(): void;
@@ -201,6 +205,53 @@ export async function killChild(child: ChildProcess, signal: NodeJS.Signals = 'S
   await exited;
 }
 
+/** Whether one thread's `/proc/<pid>/task/<tid>/stat` says it runs no more: stopped, traced, or exiting. */
+function threadHalted(stat: string): boolean {
+  // The state follows the command name, which is in parentheses and may itself hold any character.
+  const state = stat.charAt(stat.lastIndexOf(')') + 2);
+  return state === 'T' || state === 't' || state === 'Z' || state === 'X';
+}
+
+/**
+ * Block until every thread of `pid` has stopped. `kill(SIGSTOP)` returns once the signal is
+ * queued, not once the process stopped: one of its threads must first be scheduled to start
+ * the group stop, and until then the others run on. A multi-threaded server (the JVM) was
+ * seen to read, commit and answer a request sent right after `kill` returned, so a test that
+ * pauses a server and at once expects silence from it must wait for the stop. Reads /proc
+ * (Linux); where there is none, or the process is gone, there is nothing to wait for.
+ */
+export function waitUntilStopped(pid: number, timeoutMs = 10_000): void {
+  const tick = new Int32Array(new SharedArrayBuffer(4));
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    let tasks: string[];
+    try {
+      tasks = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      return;
+    }
+    const running = tasks.filter((tid) => {
+      try {
+        return !threadHalted(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8'));
+      } catch {
+        return false; // the thread exited meanwhile
+      }
+    });
+    if (running.length === 0) return;
+    if (performance.now() > deadline)
+      throw new Error(`process ${pid}: ${running.length} thread(s) still running ${timeoutMs} ms after SIGSTOP`);
+    // Sleep 1 ms without spinning: the threads we wait for need the CPU to stop.
+    Atomics.wait(tick, 0, 0, 1);
+  }
+}
+
+/** SIGSTOP `pid` and return once it has stopped ({@link waitUntilStopped}); nothing for an unspawned child. */
+export function pauseProcess(pid: number | undefined): void {
+  if (pid === undefined) return;
+  process.kill(pid, 'SIGSTOP');
+  waitUntilStopped(pid);
+}
+
 /**
  * Build a {@link ServerNode} around a start function: `start()` spawns the process (same
  * ports and data directory every time) and resolves once it is ready.
@@ -223,7 +274,7 @@ export async function makeNode(
       await killChild(child, 'SIGKILL');
     },
     pause() {
-      if (child.pid !== undefined) process.kill(child.pid, 'SIGSTOP');
+      pauseProcess(child.pid);
     },
     resume() {
       if (child.pid !== undefined) process.kill(child.pid, 'SIGCONT');

@@ -17,6 +17,7 @@ import {
   freePort,
   killChild,
   makeDataDir,
+  pauseProcess,
   removeDir,
   spawnServer,
   waitFor,
@@ -75,9 +76,7 @@ function mariaDbNode(port: number, proc: { child: ChildProcess }, start: () => P
       return proc.child.pid ?? -1;
     },
     kill: () => killChild(proc.child, 'SIGKILL'),
-    pause: () => {
-      if (proc.child.pid !== undefined) process.kill(proc.child.pid, 'SIGSTOP');
-    },
+    pause: () => pauseProcess(proc.child.pid),
     resume: () => {
       if (proc.child.pid !== undefined) process.kill(proc.child.pid, 'SIGCONT');
     },

@@ -19,6 +19,7 @@ import {
   freePort,
   killChild,
   makeDataDir,
+  pauseProcess,
   removeDir,
   spawnServer,
   waitFor,
@@ -105,9 +106,7 @@ function postgresNode(port: number, proc: { child: ChildProcess }, start: () => 
       return proc.child.pid ?? -1;
     },
     kill: () => killChild(proc.child, 'SIGQUIT', 10_000),
-    pause: () => {
-      if (proc.child.pid !== undefined) process.kill(proc.child.pid, 'SIGSTOP');
-    },
+    pause: () => pauseProcess(proc.child.pid),
     resume: () => {
       if (proc.child.pid !== undefined) process.kill(proc.child.pid, 'SIGCONT');
     },

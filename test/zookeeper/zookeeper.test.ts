@@ -411,7 +411,9 @@ test("a release that fails while the holder's only server is paused still frees 
   // The holder can reach only this one server.
   const b = backend(8_000, `${follower.host}:${follower.port}`);
   const lock = await client(b, { ttlMs: 60_000 }).lock(lockId);
+  assert.equal(b.session?.serverPort, follower.port, "the holder's session is on the server about to be paused");
   const other = client();
+  // Returns once the server is stopped: a release sent sooner could still be answered.
   follower.pause();
   try {
     await assert.rejects(lock.release(), BackendUnavailableError);
