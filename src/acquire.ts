@@ -7,7 +7,7 @@
  * events); the loop registers the lease it obtained there and returns it. It never calls
  * back into the locker, which builds the `Lock` handle from what is returned.
  */
-import type { AcquireRequest, AsyncLossReason, Backend, Grant, LockKind } from './backend.js';
+import type { AcquireRequest, AcquireResult, AsyncLossReason, Backend, Grant, LockKind } from './backend.js';
 import { LockTimeoutError, UnsupportedError, type LossReason } from './errors.js';
 import { lockEvent } from './events.js';
 import { now, type Lease } from './lease.js';
@@ -21,6 +21,12 @@ import { acquireLog as log, ms } from './observe/log.js';
 const TIMEOUT = Symbol('locksmith.timeout');
 /** How long abandoning an acquisition may delay the caller's rejection; the rest goes on in the background. */
 const CLEANUP_BOUND_MS = 1_000;
+/**
+ * The least time a first attempt is given before a wait bound cuts it short: a healthy
+ * server answers one attempt well within it, so a bound of a few ms still obtains a free
+ * lock, while a server that answers nothing costs a bounded call at most this much.
+ */
+export const FIRST_ATTEMPT_MIN_MS = 250;
 
 /** How one call waits: `lock()` and friends throw on timeout, `tryLock()` and friends resolve null. */
 export interface AcquireMode {
@@ -85,19 +91,23 @@ export interface AcquireSpec {
 }
 
 /**
- * The abort signal of one acquisition. A call without a signal of the caller's can only be
- * ended by close() until it has to wait (its timeout never cuts the first attempt short, see
- * below), so until then it borrows the locker's close signal; a controller of its own
- * (tracked by close(), fed by the user's signal and the timeout, whose timer counts from the
- * call) is made only when the call waits: to connect, for a re-entry turn, or after a
- * contended attempt. An explicit owner needs none either: it changes what is asked of the
- * backend, not how the call ends. An AbortController per call was most of the core's own
- * cost of an uncontended cycle (docs/benchmarks.md, "The core's own cost").
+ * The abort signal of one acquisition. A call without a signal of the caller's borrows the
+ * locker's close signal until it has to wait; a controller of its own (tracked by close(),
+ * fed by the user's signal and the timeout, whose timer counts from the call) is made only
+ * when the call waits: to connect, for a re-entry turn, or after a contended attempt. An
+ * explicit owner needs none either: it changes what is asked of the backend, not how the
+ * call ends. An AbortController per call was most of the core's own cost of an uncontended
+ * cycle (docs/benchmarks.md, "The core's own cost").
  *
- * A wait bound of W ms means "at least one attempt, then wait at most W": the bound covers
- * connecting and waiting, but one that falls due during the first attempt only takes effect
- * once that attempt has answered, so a free lock is obtained however short the bound (and
- * no grant is made only to be handed back, which would burn a fencing token).
+ * A wait bound of W ms bounds the whole call: it covers connecting, the attempts and the
+ * waits, and the call ends by max(W, {@link FIRST_ATTEMPT_MIN_MS}) after it began. A bound
+ * that falls due during the first attempt cuts that attempt short only once it has run
+ * {@link FIRST_ATTEMPT_MIN_MS} since the call: a free lock is still obtained however short
+ * the bound (no grant made only to be handed back, no fencing token burnt), while an attempt
+ * stuck on a server that answers nothing (a paused Redlock master whose per-node timeout is
+ * longer than W) no longer holds the caller past the bound (docs/architecture.md, "What the
+ * core owns"). A first attempt that borrowed the close signal cannot be told to stop: the
+ * call stops waiting for it, and what it obtains late is handed back ({@link giveBackLate}).
  */
 class AttemptSignal {
   readonly #host: AcquireHost;
@@ -106,6 +116,8 @@ class AttemptSignal {
   readonly startedAt = now();
   #controller: AbortController | undefined;
   #timer: NodeJS.Timeout | undefined;
+  /** Cuts the first attempt short (a call with a controller of its own). */
+  #cut: NodeJS.Timeout | undefined;
   #unlisten: (() => void) | undefined;
   #untrack: (() => void) | undefined;
   /** `before` the first attempt, `during` it (a due timeout waits), `after` it. */
@@ -146,20 +158,82 @@ class AttemptSignal {
     else this.#controller?.abort(TIMEOUT);
   }
 
-  /** An attempt is about to be sent: the first one is not cut short by the timeout. */
-  attempting(): void {
-    if (this.#first === 'before') this.#first = 'during';
+  /**
+   * `attempt`, just sent, raced against the end of the call: its signal of its own aborting
+   * (the caller's signal, the bound, close()), and for the first attempt of a bounded call
+   * the cut at max(W, FIRST_ATTEMPT_MIN_MS) after the call. The backend is told through
+   * `req.signal` when it was given the call's own (src/backend.ts), but the call does not
+   * wait for it to listen: what an attempt given up on ends with is given back
+   * ({@link giveBackLate}).
+   */
+  bound(attempt: Promise<AcquireResult>, backend: Backend, req: AcquireRequest): Promise<AcquireResult> {
+    const first = this.#first === 'before';
+    if (first) this.#first = 'during';
+    const t = this.#spec.mode.timeoutMs;
+    const cutInMs =
+      first && this.#spec.mode.wait && t !== undefined ? Math.max(t, FIRST_ATTEMPT_MIN_MS) - (now() - this.startedAt) : undefined;
+    const signal = this.#controller?.signal;
+    // A call without a signal of its own nor a bound: nothing can end it but close().
+    if (signal === undefined && cutInMs === undefined) return attempt;
+    return new Promise<AcquireResult>((resolve, reject) => {
+      let gaveUp = false;
+      const giveUp = (): void => {
+        if (gaveUp) return;
+        gaveUp = true;
+        finish();
+        reject(this.signal.reason);
+      };
+      const finish = (): void => {
+        clearTimeout(this.#cut);
+        signal?.removeEventListener('abort', giveUp);
+      };
+      // Ref'd like the bound's own timer (a caller awaiting a lock keeps the process alive).
+      if (cutInMs !== undefined) {
+        this.#cut = setTimeout(
+          () => {
+            this.#cutShort();
+            giveUp();
+          },
+          Math.max(0, cutInMs),
+        );
+      }
+      signal?.addEventListener('abort', giveUp, { once: true });
+      if (signal?.aborted) giveUp();
+      attempt.then(
+        (result) => {
+          if (gaveUp) return giveBackLate(backend, req, result);
+          finish();
+          resolve(result);
+        },
+        (err: unknown) => {
+          // An attempt that stopped on the abort left nothing the cancel does not take back.
+          if (gaveUp) return err === this.signal.reason ? undefined : giveBackLate(backend, req, undefined);
+          finish();
+          reject(err);
+        },
+      );
+    });
+  }
+
+  /** The first attempt outlasted the bound: end the call (a controller is made if there was none). */
+  #cutShort(): void {
+    if (this.#first !== 'during') return;
+    this.#first = 'after';
+    this.own();
+    this.#controller?.abort(TIMEOUT);
   }
 
   /** The first attempt did not end the acquisition: a timeout that fell due during it ends it now. */
   attempted(): void {
     if (this.#first !== 'during') return;
     this.#first = 'after';
+    clearTimeout(this.#cut);
     if (this.#due) this.#controller?.abort(TIMEOUT);
   }
 
   dispose(): void {
     clearTimeout(this.#timer);
+    clearTimeout(this.#cut);
     this.#unlisten?.();
     this.#untrack?.();
   }
@@ -290,8 +364,8 @@ class Loop {
         const sentAt = this.#firstSentAt ?? now();
         this.#firstSentAt = undefined;
         this.#uncertain = true;
-        this.#attempt.attempting();
-        const result = await this.#backend.tryAcquire(this.#request());
+        const req = this.#request();
+        const result = await this.#attempt.bound(this.#backend.tryAcquire(req), this.#backend, req);
         this.#uncertain = false;
         if (log.enabled)
           log(
@@ -374,6 +448,18 @@ class Loop {
     if (ticket === undefined && !ghost) return;
     const cleanup = this.#backend.cancel(this.#request(), ticket);
     await withDeadline(cleanup, { timeoutMs: CLEANUP_BOUND_MS }).catch(() => undefined);
+  }
+}
+
+/**
+ * An attempt the call stopped waiting for ended after all (a backend that was not told to
+ * stop, or did not listen): give back its grant, its queue entry, or, when it failed other
+ * than by the abort and the owner is this call's own, whatever it may have left.
+ */
+function giveBackLate(backend: Backend, req: AcquireRequest, result: AcquireResult | undefined): void {
+  if (result?.granted) void backend.release(result.grant).catch(() => undefined);
+  else if (result?.contended.ticket !== undefined || req.freshOwner) {
+    void backend.cancel(req, result?.contended.ticket).catch(() => undefined);
   }
 }
 

@@ -16,6 +16,10 @@
  *    An attempt that blocks (an SQL lock wait, a Redlock fan-out, an LWT retry) stops when
  *    `req.signal` aborts; the core then cancels the ticket and, best effort, releases by
  *    owner (`cancel` with no ticket), because the attempt may have landed on the server.
+ *    The core does not wait for the attempt to stop: it answers its caller when the signal
+ *    aborts (or a bounded call's first attempt outlasts its bound, docs/architecture.md),
+ *    and gives back what the attempt returns afterwards (`release` of a grant, `cancel` of
+ *    a ticket, or of a fresh owner's leftovers when it fails other than by the abort).
  * 2. `waitForChange(lockId, ticket, signal)` resolves when another attempt is worth making:
  *    a notification (pub/sub, watch, NOTIFY) or, at the latest, a bounded fallback poll.
  *    It never busy-loops; it resolves or rejects promptly when `signal` aborts. Its timers

@@ -21,6 +21,9 @@ export interface RedisCommandsOptions {
   readonly secrets?: readonly string[];
 }
 
+/** A command unanswered this long counts as owed by a server that is not answering ({@link RedisCommands.owing}). */
+const OWED_MS = 50;
+
 /** A deadline check that ran this much later than scheduled saw a stalled event loop. */
 const STALL_MS = 20;
 
@@ -125,6 +128,18 @@ export class RedisCommands {
         },
       );
     });
+  }
+
+  /**
+   * True while a command sent at least {@link OWED_MS} ago has had no reply (nor reached its
+   * deadline): the server is not answering (paused, black-holed), and a command sent now
+   * runs there only after it (one connection, in order). Ordinary traffic in flight, a few
+   * ms old, does not count.
+   */
+  get owing(): boolean {
+    const since = performance.now() - OWED_MS + this.#opts.timeoutMs;
+    const oldest = this.#inFlight.find((e) => !e.settled);
+    return oldest !== undefined && oldest.deadline <= since;
   }
 
   /** Put a command under the shared deadline; `fail` rejects it once that passes. */

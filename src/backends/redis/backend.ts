@@ -338,12 +338,18 @@ export class RedisBackend implements Backend<RedisTicket, RedisGrantData> {
     const waiterId = ticket?.waiterId ?? (req.wait ? `${this.#clientId}.${req.ownerId}` : '');
     this.#inbox.forget(waiterId);
     if (this.#closed) return;
-    await this.#commands.evalSource(CANCEL, this.#keys.of(req.lockId), [
+    // Behind a command the server has not answered (it is paused, or the network black-holed):
+    // this one runs after it on the same connection whenever the server answers, and waiting
+    // for it would hold the caller for the whole command timeout.
+    const owing = this.#commands.owing;
+    const done = this.#commands.evalSource(CANCEL, this.#keys.of(req.lockId), [
       waiterId,
       this.#inboxPrefix,
       req.ownerId,
       req.freshOwner ? '1' : '0',
     ]);
+    if (owing) done.catch(() => undefined);
+    else await done;
   }
 
   async extend(grant: Grant<RedisGrantData>, ttlMs: number): Promise<Extension> {

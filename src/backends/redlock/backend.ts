@@ -104,6 +104,18 @@ export interface RedlockGrantData {
   readonly lockDelayMs: number;
 }
 
+/** How {@link RedlockBackend} releases a value on the masters. */
+interface ReleaseHow {
+  /** By source (EVAL), for clean-ups that may queue behind a command that timed out (../redis-wire/commands.ts). */
+  readonly bySource?: boolean;
+  /** Resolve once this many masters deleted it (the others settle in the background). */
+  readonly quorum?: number;
+  /** Keep the lock-delay of a lease that ran out (a holder's release). */
+  readonly delayed?: boolean;
+  /** Only these masters. @default every master */
+  readonly nodes?: readonly RedlockNode[];
+}
+
 /** Redlock's capabilities: a mutex with notifications; no queue, no shared kinds, no server-side re-entry. */
 export const REDLOCK_CAPABILITIES: Capabilities = Object.freeze({
   fair: false,
@@ -137,6 +149,9 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
   readonly #keys: RedlockKeyCache;
   readonly #wake: Wakeups;
   #closed = false;
+  /** A holder's release options, built once (no object per release). */
+  readonly #holderRelease: ReleaseHow;
+  readonly #delayedRelease: ReleaseHow;
 
   /** One client per independent master. */
   constructor(clients: readonly RedisClientLike[], options: RedlockBackendOptions = {}) {
@@ -162,6 +177,8 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
       return { label, commands, subscriber: options.subscribers?.[i] ?? (() => client.duplicate()) };
     });
     this.#quorum = majority(clients.length);
+    this.#holderRelease = Object.freeze({ quorum: this.#quorum });
+    this.#delayedRelease = Object.freeze({ quorum: this.#quorum, delayed: true });
     this.#wake = new Wakeups(this.#nodes, this.#quorum);
     logRoundTrips(this, log);
   }
@@ -195,8 +212,13 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
     try {
       replies = await raceAbort(sent, req.signal);
     } catch (err) {
-      // Aborted in flight: whatever landed is taken back when the replies come.
-      void sent.then(() => this.#releaseAll(req.lockId, value, true)).catch(() => undefined);
+      // Aborted in flight. A release sent now runs on each master after the attempt (in order
+      // on its connection): the answering masters are freed at once, a paused one when it
+      // resumes. The core's cancel does it for a fresh owner, whose value it knows; an
+      // explicit owner's carries a random part only this attempt knows.
+      if (!req.freshOwner) void this.#releaseAll(req.lockId, value, { bySource: true }).catch(() => undefined);
+      // Once the replies are in, again: an attempt re-sent after NOSCRIPT lands after the first.
+      void sent.then(() => this.#releaseAll(req.lockId, value, { bySource: true })).catch(() => undefined);
       throw err;
     }
     const yes = countGranted(replies);
@@ -250,15 +272,15 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
   }
 
   /**
-   * Compare-and-delete on every master at once; resolves with the replies. `bySource` for
-   * clean-ups that may queue behind a command that timed out (see ../redis-wire/commands.ts).
+   * Compare-and-delete on every master (or `how.nodes`) at once; resolves with the replies.
    */
-  #releaseAll(lockId: string, value: string, bySource = false, quorum?: number, delayed = false): Promise<NodeReply<undefined>[]> {
+  #releaseAll(lockId: string, value: string, how: ReleaseHow = {}): Promise<NodeReply<undefined>[]> {
+    const { bySource = false, quorum, delayed = false, nodes = this.#nodes } = how;
     const { lease: keys, channel } = this.#keys.of(lockId);
     // A holder's release keeps the lock-delay of a lease that ran out; a failed attempt's never does.
     const args = delayed ? [value, channel, '1'] : [value, channel];
     return fanOut(
-      this.#nodes,
+      nodes,
       (n) => (bySource ? n.commands.evalSource(RELEASE, keys, args) : n.commands.eval(RELEASE, keys, args)),
       (reply) => ({ ok: reply === 1, value: undefined }),
       quorum,
@@ -288,7 +310,14 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
   async cancel(req: AcquireRequest<RedlockTicket>, ticket: RedlockTicket | undefined): Promise<void> {
     if (ticket) this.#wake.unwatch(ticket.watch);
     if (!req.freshOwner || this.#closed) return;
-    await this.#releaseAll(req.lockId, req.ownerId, true);
+    // A master that still owes a reply to an earlier command (a paused one, sitting on the
+    // abandoned attempt) runs this release after it, in order on its connection, whenever it
+    // answers: waiting for it would hold the caller for the whole per-master timeout.
+    const owing: RedlockNode[] = [];
+    const answering: RedlockNode[] = [];
+    for (const n of this.#nodes) (n.commands.owing ? owing : answering).push(n);
+    if (owing.length > 0) void this.#releaseAll(req.lockId, req.ownerId, { bySource: true, nodes: owing }).catch(() => undefined);
+    await this.#releaseAll(req.lockId, req.ownerId, { bySource: true, nodes: answering });
   }
 
   async extend(grant: Grant<RedlockGrantData>, ttlMs: number): Promise<Extension> {
@@ -322,7 +351,8 @@ export class RedlockBackend implements Backend<RedlockTicket, RedlockGrantData> 
 
   async release(grant: Grant<RedlockGrantData>): Promise<boolean> {
     this.#assertOpen();
-    const replies = await this.#releaseAll(grant.lockId, grant.data.value, false, this.#quorum, grant.data.lockDelayMs > 0);
+    const how = grant.data.lockDelayMs > 0 ? this.#delayedRelease : this.#holderRelease;
+    const replies = await this.#releaseAll(grant.lockId, grant.data.value, how);
     const deleted = countGranted(replies);
     if (deleted < this.#quorum && quorumUnreachable(replies)) throw quorumError(`release of '${grant.lockId}'`, replies);
     return deleted >= this.#quorum;
