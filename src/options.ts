@@ -51,7 +51,10 @@ export const DEFAULT_OPTIONS: LockerOptions = Object.freeze({
 export interface LockOptions {
   /**
    * Give up after this long with `LockTimeoutError`. `0` makes exactly one attempt (a free
-   * lock is granted; a held one rejects at once). `waitMs` is an alias.
+   * lock is granted; a held one rejects at once; only `signal` or `close()` ends it sooner).
+   * Any other bound covers the whole call: a first attempt that a server does not answer is
+   * given up at max(timeoutMs, 250 ms) after the call (docs/architecture.md, "What the core
+   * owns"). `waitMs` is an alias.
    * @default undefined (wait until aborted)
    */
   readonly timeoutMs?: number;
