@@ -5,6 +5,7 @@
  * "The algorithm" (Redlock).
  */
 import { createHash } from 'node:crypto';
+import { BoundedMap } from '../kit.js';
 
 /** The keys of one lock, in the order every script takes them: h x t q qx qw qs. */
 export type LockKeys = readonly [string, string, string, string, string, string, string];
@@ -90,8 +91,8 @@ export class WhoRecords {
   /** The last identity asked for and its record: one locker per backend costs a comparison. */
   #identity: string | undefined;
   #record = '';
-  /** Every identity this backend has sent (one per locker over it): bounded, emptied when full. */
-  readonly #records = new Map<string, string>();
+  /** Every identity this backend has sent (one per locker over it), the oldest forgotten past 64. */
+  readonly #records = new BoundedMap<string, string>(64);
 
   /** The record of `identity` for `lockId`. */
   of(lockId: string, identity: string): string {
@@ -99,7 +100,6 @@ export class WhoRecords {
     if (identity === this.#identity) return this.#record;
     let record = this.#records.get(identity);
     if (record === undefined) {
-      if (this.#records.size >= 64) this.#records.clear();
       record = whoRecord(lockId, identity);
       this.#records.set(identity, record);
     }
