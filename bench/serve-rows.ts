@@ -71,6 +71,12 @@ async function alternate(
   return { samples, cpuMs };
 }
 
+/** ", − floor p50 = …" for each target's figures but the floor's own (the target named `floor`), or nothing without one. */
+function floorNote(targets: readonly Target[], ps: readonly Percentiles[]): (p: Percentiles) => string {
+  const floor = ps[targets.findIndex((t) => t.name === 'floor')];
+  return (p) => (floor && p !== floor ? `, − floor p50 = ${(p.p50 - floor.p50).toFixed(3)} ms` : '');
+}
+
 /**
  * (a) acquire + release: the library and each service, alternating rounds. A target named
  * `floor` is bench/serve-floor.ts (node:http running the library): each service is also
@@ -99,14 +105,13 @@ export async function rowA(locker: Locker, targets: readonly Target[]): Promise<
   const { samples, cpuMs } = await alternate([lib, ...cycles], ROUNDS, ITERATIONS, [undefined, ...targets.map((t) => t.pid)]);
   const [l, ...s] = samples.map(percentiles);
   if (!l) return;
-  const floor = s[targets.findIndex((t) => t.name === 'floor')];
+  const overFloor = floorNote(targets, s);
   console.log(`(a) acquire+release, library: ${ms(l)} p50 / p99 (${l.n} cycles, after ${WARMUP} dropped)`);
   s.forEach((p, i) => {
     // The service's main thread's CPU per cycle: a change's cost that the p50 (mostly waits) hides.
     const cpu = targets[i]?.pid ? `; main thread ${(((cpuMs[i + 1] ?? 0) * 1000) / p.n).toFixed(0)} µs CPU a cycle` : '';
-    const overFloor = floor && p !== floor ? `, − floor p50 = ${(p.p50 - floor.p50).toFixed(3)} ms` : '';
     console.log(
-      `(a) acquire+release, ${targets[i]?.name}: ${ms(p)} p50 / p99 (${p.n} cycles); − library p50 = ${(p.p50 - l.p50).toFixed(3)} ms (target ≤ 0.5)${overFloor}${cpu}`,
+      `(a) acquire+release, ${targets[i]?.name}: ${ms(p)} p50 / p99 (${p.n} cycles); − library p50 = ${(p.p50 - l.p50).toFixed(3)} ms (target ≤ 0.5)${overFloor(p)}${cpu}`,
     );
   });
 }
@@ -156,12 +161,11 @@ export async function rowB(url: string, targets: readonly Target[]): Promise<voi
   );
   const [lib, ...svc] = (await alternate([() => libraryHandoff(a, b), ...services], HANDOFFS, 1)).samples;
   await Promise.all([a.close(), b.close()]);
-  const floor = svc[targets.findIndex((t) => t.name === 'floor')];
-  svc.forEach((x, i) => {
-    const p = percentiles(x);
-    const overFloor = floor && x !== floor ? `, − floor p50 = ${(p.p50 - percentiles(floor).p50).toFixed(3)} ms` : '';
+  const ps = svc.map(percentiles);
+  const overFloor = floorNote(targets, ps);
+  ps.forEach((p, i) => {
     console.log(
-      `(b) hand-off, release sent → waiter answered, ${targets[i]?.name}: ${ms(p)} p50 / p99 (${x.length}; target p50 ≤ 2 ms)${overFloor}`,
+      `(b) hand-off, release sent → waiter answered, ${targets[i]?.name}: ${ms(p)} p50 / p99 (${p.n}; target p50 ≤ 2 ms)${overFloor(p)}`,
     );
   });
   console.log(
